@@ -1,0 +1,50 @@
+# The make targets are nodepool's interface: CI runs `make test`.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
+ROOT := $(CURDIR)
+BIN := $(ROOT)/bin
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+# Extra flags for go test, e.g. make test TESTFLAGS='-run TestHarness -v'.
+TESTFLAGS ?=
+TEST_TIMEOUT ?= 25m
+
+.PHONY: all
+all: build
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(BIN)
+	cd hack/tools/controller-gen && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN)
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs (commit the result).
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+
+.PHONY: control-plane
+control-plane: ## Build kube-apiserver and etcd for tests into bin/k8s/ (once).
+	@hack/tools/build-control-plane.sh >/dev/null
+
+.PHONY: build
+build: ## Build the nodepool binary into bin/.
+	go build -o $(BIN)/nodepool ./cmd/nodepool
+
+.PHONY: test
+test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API server (builds what it needs).
+	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
+	CONTROLLER_GEN="$(CONTROLLER_GEN)" \
+	go test -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+
+.PHONY: lint
+lint: ## go vet and gofmt.
+	go vet ./...
+	@out="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))"; \
+	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,84 @@
+package v1alpha1
+
+// Condition types of a NodePool.
+const (
+	// ConditionReady is True when the pool's machines exist, their nodes are
+	// ready and nothing blocks scaling.
+	ConditionReady = "Ready"
+	// ConditionUpdatingConfig is True while a rollout of owner configuration
+	// (the rollout hash without version) is in progress.
+	ConditionUpdatingConfig = "UpdatingConfig"
+	// ConditionUpdatingVersion is True while a rollout to a new Kubernetes
+	// version is in progress.
+	ConditionUpdatingVersion = "UpdatingVersion"
+	// ConditionConfigUpdatePending is True when management components differ
+	// between the running nodes and the latest payload (see
+	// status.pendingManagementChanges).
+	ConditionConfigUpdatePending = "ConfigUpdatePending"
+	// ConditionValidMachineConfig is False when a referenced config cannot be
+	// read or parsed.
+	ConditionValidMachineConfig = "ValidMachineConfig"
+	// ConditionValidGeneratedPayload is False when the rendered payload does
+	// not validate.
+	ConditionValidGeneratedPayload = "ValidGeneratedPayload"
+	// ConditionReachedIgnitionEndpoint is True once a machine of the pool has
+	// fetched its payload from the payload server.
+	ConditionReachedIgnitionEndpoint = "ReachedIgnitionEndpoint"
+	// ConditionReconciliationActive is False when the controller does not act
+	// on the pool (paused, or an unsupported setting).
+	ConditionReconciliationActive = "ReconciliationActive"
+	// ConditionAllMachinesReady is True when every machine is ready.
+	ConditionAllMachinesReady = "AllMachinesReady"
+	// ConditionAllNodesHealthy is True when every node is healthy.
+	ConditionAllNodesHealthy = "AllNodesHealthy"
+)
+
+// Condition reasons of a NodePool.
+const (
+	// ReasonAsExpected is the reason of a condition in its normal state.
+	ReasonAsExpected = "AsExpected"
+	// ReasonManagementConfigDrift says management components differ between
+	// the running nodes and the latest payload.
+	ReasonManagementConfigDrift = "ManagementConfigDrift"
+	// ReasonRolloutInProgress says machines are being replaced or updated.
+	ReasonRolloutInProgress = "RolloutInProgress"
+	// ReasonRolloutComplete says every machine runs the current rollout.
+	ReasonRolloutComplete = "RolloutComplete"
+	// ReasonRolloutScheduled says a forced rollout waits for rolloutAfter.
+	ReasonRolloutScheduled = "RolloutScheduled"
+	// ReasonPaused says no rollout starts until pausedUntil.
+	ReasonPaused = "Paused"
+	// ReasonConfigNotFound says a referenced ConfigMap or Secret is missing.
+	ReasonConfigNotFound = "ConfigNotFound"
+	// ReasonInvalidConfig says a referenced config does not parse or is refused.
+	ReasonInvalidConfig = "InvalidConfig"
+	// ReasonInvalidPayload says the rendered payload does not validate.
+	ReasonInvalidPayload = "InvalidPayload"
+	// ReasonIgnitionNotReached says no machine has fetched the payload yet.
+	ReasonIgnitionNotReached = "IgnitionNotReached"
+	// ReasonClusterNotFound says the Cluster API Cluster does not exist.
+	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonUnsupported says a setting is accepted by the API but not yet
+	// acted on by this controller.
+	ReasonUnsupported = "Unsupported"
+	// ReasonMachinesNotReady says some machines are not ready.
+	ReasonMachinesNotReady = "MachinesNotReady"
+	// ReasonNodesUnhealthy says some nodes are not healthy.
+	ReasonNodesUnhealthy = "NodesUnhealthy"
+)
+
+// Annotations, labels and finalizers.
+const (
+	// AnnotationCurrentRolloutConfig records the rollout hash (without
+	// version) the pool's nodes run.
+	AnnotationCurrentRolloutConfig = "nodepool.dev/current-rollout-config"
+	// AnnotationCurrentPayload records the payload hash pinned for the nodes.
+	AnnotationCurrentPayload = "nodepool.dev/current-payload"
+	// LabelPool names the pool (its name) an object belongs to.
+	LabelPool = "nodepool.dev/pool"
+	// LabelPayload is the node label carrying a prefix of the payload hash
+	// the node booted.
+	LabelPayload = "nodepool.dev/payload"
+	// Finalizer lets the controller clean up a deleted pool's objects.
+	Finalizer = "nodepool.dev/finalizer"
+)

@@ -1,0 +1,434 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// UpgradeType says how a pool's machines move to a new payload.
+// +kubebuilder:validation:Enum=Replace;InPlace
+type UpgradeType string
+
+const (
+	// UpgradeTypeReplace replaces machines through a Cluster API MachineDeployment.
+	UpgradeTypeReplace UpgradeType = "Replace"
+	// UpgradeTypeInPlace updates the machines of a Cluster API MachineSet in place.
+	UpgradeTypeInPlace UpgradeType = "InPlace"
+)
+
+// ReplaceStrategyType is the strategy of a Replace pool.
+// +kubebuilder:validation:Enum=RollingUpdate;OnDelete
+type ReplaceStrategyType string
+
+const (
+	// ReplaceStrategyRollingUpdate replaces machines a few at a time.
+	ReplaceStrategyRollingUpdate ReplaceStrategyType = "RollingUpdate"
+	// ReplaceStrategyOnDelete replaces a machine only when someone deletes it.
+	ReplaceStrategyOnDelete ReplaceStrategyType = "OnDelete"
+)
+
+// ManagementUpdatePolicy says what new nodes boot while management drift is pending.
+// +kubebuilder:validation:Enum=OnNextRollout;NewNodes;Rollout
+type ManagementUpdatePolicy string
+
+const (
+	// ManagementUpdatesOnNextRollout gives new nodes the pinned components of the
+	// running nodes plus the current fresh ones; the rest of the drift applies at
+	// the next owner-driven rollout. The default.
+	ManagementUpdatesOnNextRollout ManagementUpdatePolicy = "OnNextRollout"
+	// ManagementUpdatesNewNodes gives new nodes the latest payload; existing
+	// nodes stay as they are.
+	ManagementUpdatesNewNodes ManagementUpdatePolicy = "NewNodes"
+	// ManagementUpdatesRollout rolls management drift like owner intent.
+	ManagementUpdatesRollout ManagementUpdatePolicy = "Rollout"
+)
+
+// NodePoolSpec is the owner's intent for a pool of worker machines.
+// +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && has(self.autoScaling))",message="spec.replicas and spec.autoScaling are mutually exclusive: set replicas for a fixed size or autoScaling for a range, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.replicas) || has(self.autoScaling)",message="set spec.replicas (a fixed size) or spec.autoScaling (min and max)"
+type NodePoolSpec struct {
+	// clusterName is the Cluster API Cluster, in the same namespace, that the
+	// pool's machines join. It cannot be changed.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.clusterName is immutable: create a new NodePool to run workers in another cluster"
+	ClusterName string `json:"clusterName"`
+
+	// replicas is the fixed number of machines. Exclusive with autoScaling.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// autoScaling lets the cluster autoscaler size the pool between min and max.
+	// Exclusive with replicas.
+	// +optional
+	AutoScaling *AutoScaling `json:"autoScaling,omitempty"`
+
+	// release is the Kubernetes version and optional OS image the nodes run.
+	// +required
+	Release Release `json:"release"`
+
+	// config lists ConfigMaps in the pool's namespace whose key "config" holds
+	// one or more YAML or JSON documents, each an Ignition config fragment
+	// (spec 3.x) or a MachineConfig (machineconfiguration.openshift.io/v1).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	Config []LocalObjectReference `json:"config,omitempty"`
+
+	// pullSecretRef names a Secret of type kubernetes.io/dockerconfigjson in the
+	// pool's namespace. Rotating its content does not roll nodes; pointing at
+	// another Secret does.
+	// +optional
+	PullSecretRef *LocalObjectReference `json:"pullSecretRef,omitempty"`
+
+	// additionalTrustBundleRef names a ConfigMap in the pool's namespace whose
+	// key "ca-bundle.crt" holds PEM certificates the nodes trust.
+	// +optional
+	AdditionalTrustBundleRef *LocalObjectReference `json:"additionalTrustBundleRef,omitempty"`
+
+	// proxy is the HTTP proxy the nodes use. The platform adds NoProxy entries
+	// for the cluster networks and the metadata address on its own.
+	// +optional
+	Proxy *Proxy `json:"proxy,omitempty"`
+
+	// registryMirrors redirect image pulls from a source to mirrors.
+	// +optional
+	// +listType=map
+	// +listMapKey=source
+	// +kubebuilder:validation:MaxItems=50
+	RegistryMirrors []RegistryMirror `json:"registryMirrors,omitempty"`
+
+	// infrastructureTemplateRef is the infrastructure machine template the
+	// pool's machines are made from. The controller clones it under a name
+	// derived from its content, so editing the template rolls the pool.
+	// +required
+	InfrastructureTemplateRef TemplateReference `json:"infrastructureTemplateRef"`
+
+	// nodeLabels are set on every node of the pool. Changing them never
+	// replaces a machine.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="spec.nodeLabels: every key must be a qualified name: an optional DNS subdomain prefix and '/', then at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit (for example 'example.com/role')"
+	NodeLabels map[string]LabelValue `json:"nodeLabels,omitempty"`
+
+	// taints are set on every node of the pool. Changing them never replaces
+	// a machine.
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	Taints []Taint `json:"taints,omitempty"`
+
+	// nodeDrainTimeout bounds how long a machine's node is drained before it
+	// is deleted anyway. Unset or 0s means no limit. Changing it never
+	// replaces a machine.
+	// +optional
+	NodeDrainTimeout *metav1.Duration `json:"nodeDrainTimeout,omitempty"`
+
+	// management says how and when the pool's machines are updated.
+	// +optional
+	// +kubebuilder:default={}
+	Management Management `json:"management,omitempty"`
+}
+
+// LabelValue is the value of a node label.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="!format.labelValue().validate(self).hasValue()",message="spec.nodeLabels: every value must be empty or at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+type LabelValue string
+
+// AutoScaling is the range the cluster autoscaler may size the pool in.
+// +kubebuilder:validation:XValidation:rule="self.min <= self.max",message="spec.autoScaling.min must be less than or equal to spec.autoScaling.max"
+type AutoScaling struct {
+	// min is the smallest number of machines.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Min int32 `json:"min"`
+	// max is the largest number of machines.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Max int32 `json:"max"`
+}
+
+// Release is what the nodes run.
+type Release struct {
+	// version is the Kubernetes version of the kubelet, such as v1.36.3.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^v(0|[1-9][0-9]*)\\\\.(0|[1-9][0-9]*)\\\\.(0|[1-9][0-9]*)$')",messageExpression="'spec.release.version must look like v1.2.3 (a \"v\", then major.minor.patch), got \"' + self + '\"'"
+	Version string `json:"version"`
+	// image is an optional OS or release image reference.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+}
+
+// LocalObjectReference names an object in the pool's namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// Proxy is the owner's HTTP proxy settings for the nodes.
+type Proxy struct {
+	// httpProxy is the proxy for plain HTTP requests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	HTTPProxy string `json:"httpProxy,omitempty"`
+	// httpsProxy is the proxy for HTTPS requests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	HTTPSProxy string `json:"httpsProxy,omitempty"`
+	// noProxy lists hosts, domains and CIDRs reached without the proxy.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=253
+	NoProxy []string `json:"noProxy,omitempty"`
+}
+
+// RegistryMirror redirects pulls of images under source to mirrors.
+type RegistryMirror struct {
+	// source is a registry or repository prefix, such as quay.io/org.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Source string `json:"source"`
+	// mirrors are tried in order before the source.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=512
+	Mirrors []string `json:"mirrors"`
+}
+
+// TemplateReference points at an infrastructure machine template in the
+// pool's namespace.
+type TemplateReference struct {
+	// apiGroup of the template, such as infrastructure.sim.nodepool.dev.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup"`
+	// kind of the template; by the Cluster API contract it ends in "Template".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.endsWith('Template')",message="spec.infrastructureTemplateRef.kind must be an infrastructure machine template kind, ending in 'Template'"
+	Kind string `json:"kind"`
+	// name of the template.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// TaintEffect is the effect of a taint.
+// +kubebuilder:validation:Enum=NoSchedule;PreferNoSchedule;NoExecute
+type TaintEffect string
+
+// Taint is set on every node of the pool.
+type Taint struct {
+	// key is a qualified name, such as example.com/dedicated.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	// +kubebuilder:validation:XValidation:rule="!format.qualifiedName().validate(self).hasValue()",message="spec.taints[].key must be a qualified name: an optional DNS subdomain prefix and '/', then at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	Key string `json:"key"`
+	// value is at most 63 characters of letters, digits, '-', '_' or '.'.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!format.labelValue().validate(self).hasValue()",message="spec.taints[].value must be empty or at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	Value string `json:"value,omitempty"`
+	// effect is NoSchedule, PreferNoSchedule or NoExecute.
+	// +required
+	Effect TaintEffect `json:"effect"`
+}
+
+// Management says how and when the pool's machines are updated.
+type Management struct {
+	// upgradeType is Replace (new machines through a MachineDeployment) or
+	// InPlace (machines of a MachineSet updated where they run). It cannot be
+	// changed.
+	// +optional
+	// +kubebuilder:default=Replace
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.management.upgradeType is immutable: create a new NodePool to change how machines are updated"
+	UpgradeType UpgradeType `json:"upgradeType,omitempty"`
+
+	// replace configures Replace pools.
+	// +optional
+	// +kubebuilder:default={}
+	Replace ReplaceStrategy `json:"replace,omitempty"`
+
+	// inPlace configures InPlace pools.
+	// +optional
+	// +kubebuilder:default={}
+	InPlace InPlaceStrategy `json:"inPlace,omitempty"`
+
+	// rolloutAfter forces a rollout: at or after this time every machine
+	// created before it is replaced (or updated, for InPlace pools), and
+	// pending management drift is applied. Before it nothing happens.
+	// +optional
+	RolloutAfter *metav1.Time `json:"rolloutAfter,omitempty"`
+
+	// pausedUntil is "true" (paused until set otherwise), "false", or an
+	// RFC3339 time until which no rollout starts. Scaling still works.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self == 'true' || self == 'false' || self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$')",messageExpression="'spec.management.pausedUntil must be \"true\", \"false\" or an RFC3339 time such as 2026-12-01T02:00:00Z, got \"' + self + '\"'"
+	PausedUntil string `json:"pausedUntil,omitempty"`
+
+	// managementUpdates says what new nodes boot while platform (management)
+	// changes are pending: OnNextRollout (default), NewNodes or Rollout.
+	// +optional
+	// +kubebuilder:default=OnNextRollout
+	ManagementUpdates ManagementUpdatePolicy `json:"managementUpdates,omitempty"`
+}
+
+// ReplaceStrategy configures how a Replace pool replaces machines.
+type ReplaceStrategy struct {
+	// strategy is RollingUpdate (default) or OnDelete.
+	// +optional
+	// +kubebuilder:default=RollingUpdate
+	Strategy ReplaceStrategyType `json:"strategy,omitempty"`
+	// rollingUpdate bounds a RollingUpdate.
+	// +optional
+	// +kubebuilder:default={}
+	RollingUpdate RollingUpdate `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdate bounds how many machines are added and removed at once.
+// +kubebuilder:validation:XValidation:rule="!(has(self.maxSurge) && has(self.maxUnavailable) && string(self.maxSurge) in ['0', '0%'] && string(self.maxUnavailable) in ['0', '0%'])",message="spec.management.replace.rollingUpdate: maxSurge and maxUnavailable cannot both be 0, or no machine could ever be replaced; set maxSurge to 1 (the default) or maxUnavailable to 1"
+type RollingUpdate struct {
+	// maxSurge is how many machines may exist above the desired count during a
+	// rollout: a number or a percentage. Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="spec.management.replace.rollingUpdate.maxSurge must be a non-negative number or a percentage such as 25%"
+	MaxSurge intstr.IntOrString `json:"maxSurge,omitempty"`
+	// maxUnavailable is how many machines may be unavailable during a
+	// rollout: a number or a percentage. Default 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="spec.management.replace.rollingUpdate.maxUnavailable must be a non-negative number or a percentage such as 25%"
+	MaxUnavailable intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// InPlaceStrategy configures how an InPlace pool updates machines.
+type InPlaceStrategy struct {
+	// maxUnavailable is how many nodes may be updating at once: a number or a
+	// percentage. Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]*%$')",message="spec.management.inPlace.maxUnavailable must be at least 1 or a percentage above 0%, or no node could ever be updated"
+	MaxUnavailable intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// NodePoolStatus is what the controller observed and decided.
+type NodePoolStatus struct {
+	// observedGeneration is the generation of the spec last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// replicas is the number of machines.
+	// +optional
+	Replicas int32 `json:"replicas"`
+	// readyReplicas is the number of machines whose node is ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+	// updatedReplicas is the number of machines on the current rollout.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas"`
+	// version is the Kubernetes version all nodes run, set when a rollout to
+	// it completes.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// updating summarises the rollout in progress for kubectl get: "Config",
+	// "Version", "Config,Version" or empty.
+	// +optional
+	Updating string `json:"updating,omitempty"`
+	// conditions report the pool's state; see the Condition* constants.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// pendingManagementChanges has one row per payload component in which
+	// the running nodes differ from what the platform would deliver now.
+	// +optional
+	// +listType=map
+	// +listMapKey=component
+	PendingManagementChanges []PendingManagementChange `json:"pendingManagementChanges,omitempty"`
+	// nodes counts nodes by the payload they booted, as the nodes report it.
+	// +optional
+	// +listType=map
+	// +listMapKey=payload
+	Nodes []NodePayloadCount `json:"nodes,omitempty"`
+}
+
+// PendingManagementChange is one payload component in which the running
+// nodes differ from the latest payload.
+type PendingManagementChange struct {
+	// component is the name of the payload component, such as apiserver-proxy.
+	Component string `json:"component"`
+	// since is when the drift was first seen.
+	Since metav1.Time `json:"since"`
+	// current is the digest of the component the nodes run.
+	Current string `json:"current"`
+	// desired is the digest of the component in the latest payload.
+	Desired string `json:"desired"`
+}
+
+// NodePayloadCount is how many nodes booted one payload.
+type NodePayloadCount struct {
+	// payload is the payload hash prefix the nodes carry in their label.
+	Payload string `json:"payload"`
+	// count of nodes.
+	Count int32 `json:"count"`
+}
+
+// NodePool is a pool of worker machines of a Cluster API cluster whose
+// rollouts happen only on the owner's intent.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=np;nps,categories=cluster-api
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`,priority=1
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Updating",type=string,JSONPath=`.status.updating`
+// +kubebuilder:printcolumn:name="Pending-Drift",type=string,JSONPath=`.status.pendingManagementChanges[*].component`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodePoolSpec `json:"spec"`
+	// +optional
+	Status NodePoolStatus `json:"status,omitempty"`
+}
+
+// NodePoolList is a list of NodePools.
+// +kubebuilder:object:root=true
+type NodePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodePool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NodePool{}, &NodePoolList{})
+}
