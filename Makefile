@@ -28,6 +28,9 @@ controller-gen: $(CONTROLLER_GEN)
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs (commit the result).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	rm -f internal/capi/crds/*.yaml
+	cp "$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"/core/config/crd/bases/*.yaml internal/capi/crds/
+	chmod 644 internal/capi/crds/*.yaml
 
 .PHONY: control-plane
 control-plane: ## Build kube-apiserver and etcd for tests into bin/k8s/ (once).

@@ -55,7 +55,7 @@ type NodePoolSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.clusterName is immutable: create a new NodePool to run workers in another cluster"
 	ClusterName string `json:"clusterName"`
 
-	// replicas is the fixed number of machines. Exclusive with autoScaling.
+	// replicas is the fixed number of machines (exclusive with autoScaling).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
@@ -314,7 +314,7 @@ type RollingUpdate struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="spec.management.replace.rollingUpdate.maxSurge must be a non-negative number or a percentage such as 25%"
-	MaxSurge intstr.IntOrString `json:"maxSurge,omitempty"`
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 	// maxUnavailable is how many machines may be unavailable during a
 	// rollout: a number or a percentage. Default 0.
 	// +optional
@@ -322,7 +322,7 @@ type RollingUpdate struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]+%$')",message="spec.management.replace.rollingUpdate.maxUnavailable must be a non-negative number or a percentage such as 25%"
-	MaxUnavailable intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // InPlaceStrategy configures how an InPlace pool updates machines.
@@ -334,7 +334,7 @@ type InPlaceStrategy struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]*%$')",message="spec.management.inPlace.maxUnavailable must be at least 1 or a percentage above 0%, or no node could ever be updated"
-	MaxUnavailable intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // NodePoolStatus is what the controller observed and decided.
