@@ -58,6 +58,9 @@ const (
 	ReasonIgnitionNotReached = "IgnitionNotReached"
 	// ReasonClusterNotFound says the Cluster API Cluster does not exist.
 	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonClusterNotReady says the Cluster API Cluster exists but lacks
+	// what a payload needs (its control-plane endpoint).
+	ReasonClusterNotReady = "ClusterNotReady"
 	// ReasonUnsupported says a setting is accepted by the API but not yet
 	// acted on by this controller.
 	ReasonUnsupported = "Unsupported"
@@ -79,6 +82,9 @@ const (
 	// LabelPayload is the node label carrying a prefix of the payload hash
 	// the node booted.
 	LabelPayload = "nodepool.dev/payload"
+	// AnnotationBootedPayload on a Node is the full payload hash of the
+	// payload the node booted (LabelPayload holds only a prefix).
+	AnnotationBootedPayload = "nodepool.dev/booted-payload"
 	// Finalizer lets the controller clean up a deleted pool's objects.
 	Finalizer = "nodepool.dev/finalizer"
 )

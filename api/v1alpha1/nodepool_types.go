@@ -411,6 +411,7 @@ type NodePayloadCount struct {
 // +kubebuilder:printcolumn:name="Updating",type=string,JSONPath=`.status.updating`
 // +kubebuilder:printcolumn:name="Pending-Drift",type=string,JSONPath=`.status.pendingManagementChanges[*].component`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name of a NodePool must be at most 63 characters: it is the value of the nodepool.dev/pool label on every node"
 type NodePool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -154,12 +154,17 @@ func TestInvalidNodePoolsAreRefusedWithActionableMessages(t *testing.T) {
 			`spec.management.upgradeType: Unsupported value: "Recreate": supported values: "Replace", "InPlace"`},
 		{"unknown management update policy", func(p *v1.NodePool) { p.Spec.Management.ManagementUpdates = "Always" },
 			`supported values: "OnNextRollout", "NewNodes", "Rollout"`},
+		{"a name too long for a node label", func(p *v1.NodePool) {},
+			"metadata.name of a NodePool must be at most 63 characters"},
 		{"empty cluster name", func(p *v1.NodePool) { p.Spec.ClusterName = "" },
 			"spec.clusterName: Invalid value: \"\": spec.clusterName in body should be at least 1 chars long"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := minimal(ns, fmt.Sprintf("bad-%d", i))
+			if tc.name == "a name too long for a node label" {
+				p.Name = strings.Repeat("w", 64)
+			}
 			tc.mutate(p)
 			err := env.Client.Create(context.Background(), p)
 			if err == nil {

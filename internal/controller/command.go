@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"nodepool.dev/nodepool/internal/inputs"
+)
+
+// Version is the nodepool build, set with -ldflags "-X ...controller.Version=v0.1.0".
+// It is the renderer version of every payload (a management component:
+// upgrading nodepool never rolls nodes).
+var Version = "v0.1.0-dev"
+
+// NewCommand returns `nodepool controller`.
+func NewCommand() *cobra.Command {
+	var (
+		s                    Settings
+		caFile, mgmtConfig   string
+		metricsAddr, probe   string
+		leaderElect          bool
+		leaderElectNamespace string
+		concurrency          int
+		zapOpts              = zap.Options{}
+	)
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the NodePool controller",
+		Long: `Run the NodePool controller: for each NodePool it renders the payload,
+decides with the rollout engine whether machines roll (only on owner intent),
+and manages the pool's Cluster API MachineDeployment, infrastructure template
+clone, user-data, token and payload Secrets, conditions and events.
+
+Workload cluster Nodes are read through Cluster API's ClusterCache and the
+<cluster>-kubeconfig Secret.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := zap.New(zap.UseFlagOptions(&zapOpts))
+			ctrllog.SetLogger(log)
+			klog.SetLogger(log)
+			if caFile == "" {
+				return fmt.Errorf("--payload-server-ca is required: the PEM file of the CA that signs the payload server's certificate")
+			}
+			ca, err := os.ReadFile(caFile)
+			if err != nil {
+				return fmt.Errorf("reading --payload-server-ca: %w", err)
+			}
+			s.Inputs.PayloadServerCA = ca
+			s.Inputs.RendererVersion = Version
+			if mgmtConfig != "" {
+				ns, name, ok := cutNamespacedName(mgmtConfig)
+				if !ok {
+					return fmt.Errorf("--management-config %q must be <namespace>/<name>", mgmtConfig)
+				}
+				s.Inputs.ManagementConfig = types.NamespacedName{Namespace: ns, Name: name}
+			}
+			s.Default()
+			if err := s.Validate(); err != nil {
+				return err
+			}
+			cfg, err := config.GetConfig()
+			if err != nil {
+				return fmt.Errorf("reaching the API server: %w", err)
+			}
+			scheme := runtime.NewScheme()
+			if err := AddToScheme(scheme); err != nil {
+				return err
+			}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:                  scheme,
+				Cache:                   CacheOptions(),
+				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+				HealthProbeBindAddress:  probe,
+				LeaderElection:          leaderElect,
+				LeaderElectionID:        "nodepool-controller.nodepool.dev",
+				LeaderElectionNamespace: leaderElectNamespace,
+			})
+			if err != nil {
+				return fmt.Errorf("creating the manager: %w", err)
+			}
+			if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+				return err
+			}
+			if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := Setup(ctx, mgr, s, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
+				return err
+			}
+			return mgr.Start(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&s.Inputs.PayloadServerURL, "payload-server-url", "", "https URL of the payload server's /ignition, as machines reach it (required)")
+	f.StringVar(&caFile, "payload-server-ca", "", "PEM file of the CA that signs the payload server's certificate (required)")
+	f.StringVar(&mgmtConfig, "management-config", inputs.DefaultManagementConfig.String(), "the management config ConfigMap, <namespace>/<name>")
+	f.DurationVar(&s.TokenTTL, "token-ttl", 4*time.Hour, "how long a machine token is valid; it rotates at half of it")
+	f.DurationVar(&s.CleanupGracePeriod, "cleanup-grace-period", 10*time.Minute, "how long an unreferenced user-data, token or payload Secret is kept")
+	f.DurationVar(&s.ResyncPeriod, "resync-period", 5*time.Minute, "how often a settled pool is reconciled anyway")
+	f.IntVar(&concurrency, "concurrency", 4, "pools reconciled in parallel")
+	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	f.StringVar(&probe, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so replicas can run for availability")
+	f.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
+	fs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	zapOpts.BindFlags(fs)
+	f.AddGoFlagSet(fs)
+	return cmd
+}
+
+func cutNamespacedName(s string) (string, string, bool) {
+	for i := range len(s) {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], i > 0 && i < len(s)-1
+		}
+	}
+	return "", "", false
+}

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// desiredMachineDeployment sets on md everything the controller owns, with
+// every default Cluster API's webhook would set (no webhook runs for us;
+// PLATFORM-NOTES.md pitfall 1). The template's dataSecretName, version and
+// infrastructure reference change only with target; replicas, autoscaler
+// bounds, strategy and drain timeout follow the spec in place.
+func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
+	labels := map[string]string{
+		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
+		clusterv1.MachineDeploymentNameLabel: pool.Name,
+		nodepoolv1.LabelPool:                 pool.Name,
+	}
+	md.Namespace, md.Name = pool.Namespace, pool.Name
+	if md.Labels == nil {
+		md.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		md.Labels[k] = v
+	}
+	if md.Annotations == nil {
+		md.Annotations = map[string]string{}
+	}
+	md.Spec.ClusterName = pool.Spec.ClusterName
+
+	switch {
+	case pool.Spec.AutoScaling != nil:
+		md.Annotations[clusterv1.AutoscalerMinSizeAnnotation] = strconv.Itoa(int(pool.Spec.AutoScaling.Min))
+		md.Annotations[clusterv1.AutoscalerMaxSizeAnnotation] = strconv.Itoa(int(pool.Spec.AutoScaling.Max))
+		// The autoscaler owns replicas; keep them within bounds.
+		r := ptr.Deref(md.Spec.Replicas, pool.Spec.AutoScaling.Min)
+		r = min(max(r, pool.Spec.AutoScaling.Min), pool.Spec.AutoScaling.Max)
+		md.Spec.Replicas = ptr.To(r)
+	default:
+		delete(md.Annotations, clusterv1.AutoscalerMinSizeAnnotation)
+		delete(md.Annotations, clusterv1.AutoscalerMaxSizeAnnotation)
+		md.Spec.Replicas = ptr.To(ptr.Deref(pool.Spec.Replicas, 0))
+	}
+
+	md.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{
+		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
+		clusterv1.MachineDeploymentNameLabel: pool.Name,
+	}}
+	if md.Spec.Template.Labels == nil {
+		md.Spec.Template.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		md.Spec.Template.Labels[k] = v
+	}
+
+	r := pool.Spec.Management.Replace
+	if r.Strategy == nodepoolv1.ReplaceStrategyOnDelete {
+		md.Spec.Rollout.Strategy = clusterv1.MachineDeploymentRolloutStrategy{Type: clusterv1.OnDeleteMachineDeploymentStrategyType}
+	} else {
+		md.Spec.Rollout.Strategy = clusterv1.MachineDeploymentRolloutStrategy{
+			Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+			RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+				MaxSurge:       ptr.To(intOr(r.RollingUpdate.MaxSurge, 1)),
+				MaxUnavailable: ptr.To(intOr(r.RollingUpdate.MaxUnavailable, 0)),
+			},
+		}
+	}
+
+	spec := &md.Spec.Template.Spec
+	spec.ClusterName = pool.Spec.ClusterName
+	if d := pool.Spec.NodeDrainTimeout; d != nil && d.Duration > 0 {
+		spec.Deletion.NodeDrainTimeoutSeconds = ptr.To(int32(d.Seconds()))
+	} else {
+		spec.Deletion.NodeDrainTimeoutSeconds = nil
+	}
+	if target != nil {
+		spec.Version = target.Version
+		spec.Bootstrap = clusterv1.Bootstrap{DataSecretName: ptr.To(target.DataSecretName)}
+		if target.TemplateName != "" {
+			spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{
+				APIGroup: pool.Spec.InfrastructureTemplateRef.APIGroup,
+				Kind:     pool.Spec.InfrastructureTemplateRef.Kind,
+				Name:     target.TemplateName,
+			}
+		}
+	}
+}
+
+func intOr(v *intstr.IntOrString, def int32) intstr.IntOrString {
+	if v == nil {
+		return intstr.FromInt32(def)
+	}
+	return *v
+}

@@ -1,0 +1,224 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// Reconciler reconciles NodePools.
+type Reconciler struct {
+	// Client reads through the manager's cache and writes.
+	Client client.Client
+	// APIReader reads uncached: the pool's referenced ConfigMaps and
+	// Secrets, whose content the cache strips.
+	APIReader client.Reader
+	// ClusterCache reaches each workload cluster's Nodes.
+	ClusterCache clustercache.ClusterCache
+	// Recorder emits events on pools.
+	Recorder events.EventRecorder
+	Settings Settings
+	// Clock returns now; nil means time.Now. Tests move time with it.
+	Clock func() time.Time
+}
+
+// +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools/status;nodepools/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets;machines;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+
+// Reconcile gathers a pool's inputs once, asks the engine for a plan,
+// applies it and patches the pool once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	pool := &nodepoolv1.NodePool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := r.log(pool)
+	ctx = logr.NewContext(ctx, log)
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, pool)
+	}
+	if controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
+		if err := r.Client.Update(ctx, pool); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	before := pool.DeepCopy()
+
+	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+		meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{
+			Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonUnsupported,
+			ObservedGeneration: pool.Generation,
+			Message:            "upgradeType InPlace is not supported by this version of nodepool yet; nothing is created. Use upgradeType Replace"})
+		return ctrl.Result{}, r.patchPool(ctx, before, pool)
+	}
+
+	in := rollout.Input{Pool: pool, Now: r.now(), Settings: rollout.Settings{TokenTTL: r.Settings.TokenTTL, CleanupGracePeriod: r.Settings.CleanupGracePeriod}}
+	gathered, err := inputs.Gather(ctx, r.APIReader, pool, r.Settings.Inputs)
+	if err != nil && inputs.Reason(err) == "" {
+		return ctrl.Result{}, fmt.Errorf("gathering inputs: %w", err)
+	}
+	if err == nil {
+		in.Latest, in.Hashes, err = payload.Render(gathered)
+		if err == nil {
+			in.TemplateName = payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(gathered.InfrastructureTemplate))
+		}
+	}
+	in.RenderErr = err
+	if err != nil {
+		gathered = nil
+	}
+
+	w, err := r.observe(ctx, pool, &in)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan := rollout.Decide(in)
+	applyErr := r.apply(ctx, pool, gathered, w, plan)
+
+	for k, v := range plan.Annotations {
+		if pool.Annotations == nil {
+			pool.Annotations = map[string]string{}
+		}
+		pool.Annotations[k] = v
+	}
+	r.writeStatus(pool, in, plan, applyErr)
+	for _, e := range plan.Events {
+		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
+	}
+	if err := r.patchPool(ctx, before, pool); err != nil {
+		return ctrl.Result{}, err
+	}
+	if applyErr != nil {
+		return ctrl.Result{}, applyErr
+	}
+	requeue := r.Settings.ResyncPeriod
+	if plan.RequeueAfter > 0 && plan.RequeueAfter < requeue {
+		requeue = plan.RequeueAfter
+	}
+	if pool.Status.Updating != "" && requeue > 5*time.Second {
+		requeue = 5 * time.Second
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// writeStatus copies the plan's status and conditions onto the pool.
+func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, in rollout.Input, plan rollout.Plan, applyErr error) {
+	st := &pool.Status
+	st.ObservedGeneration = pool.Generation
+	st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
+	if md := in.MachineDeployment; md != nil {
+		st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
+	}
+	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
+	if applyErr != nil {
+		active.Status, active.Reason, active.Message = metav1.ConditionFalse, "ApplyFailed", applyErr.Error()
+	}
+	for _, c := range append(plan.Conditions, active) {
+		c.ObservedGeneration = pool.Generation
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+}
+
+// patchPool writes the pool's metadata and status changes, once.
+func (r *Reconciler) patchPool(ctx context.Context, before, after *nodepoolv1.NodePool) error {
+	status := after.Status.DeepCopy()
+	if err := r.Client.Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patching NodePool: %w", err)
+	}
+	after.Status = *status
+	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patching NodePool status: %w", err)
+	}
+	return nil
+}
+
+// reconcileDelete deletes the MachineDeployment, waits for the machines to
+// go, then lets garbage collection take the owned Secrets and templates.
+func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodePool) (ctrl.Result, error) {
+	md := &clusterv1.MachineDeployment{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, md)
+	if err == nil {
+		if md.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, md); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(pool.Namespace),
+		client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(machines.Items) > 0 {
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
+		return ctrl.Result{}, r.Client.Update(ctx, pool)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) log(pool *nodepoolv1.NodePool) logr.Logger {
+	return ctrl.Log.WithName("nodepool").WithValues("pool", pool.Namespace+"/"+pool.Name)
+}
+
+// SetupWithManager registers the reconciler and its watches.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	r.Settings.Default()
+	if err := r.Settings.Validate(); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodepool").
+		WithOptions(opts).
+		For(&nodepoolv1.NodePool{}).
+		Owns(&clusterv1.MachineDeployment{}).
+		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
+		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byDeploymentLabel)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byDeploymentLabel)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster)).
+		Complete(r)
+}
+
+func metav1IsControlledBy(obj metav1.Object, owner metav1.Object) bool {
+	return metav1.IsControlledBy(obj, owner)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,50 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"nodepool.dev/nodepool/internal/inputs"
+)
+
+// Settings configure the NodePool controller.
+type Settings struct {
+	// Inputs are the controller settings every payload depends on: payload
+	// server URL and CA, renderer version, management config location.
+	Inputs inputs.Settings
+	// TokenTTL is how long a token is valid; it rotates at half of it and
+	// the previous token stays valid until the next rotation. Default 4h.
+	TokenTTL time.Duration
+	// CleanupGracePeriod is how long an unreferenced Secret is kept before
+	// it is deleted. Default 10m.
+	CleanupGracePeriod time.Duration
+	// ResyncPeriod is how often a settled pool is looked at again. Default 5m.
+	ResyncPeriod time.Duration
+}
+
+// Default fills unset settings.
+func (s *Settings) Default() {
+	if s.TokenTTL == 0 {
+		s.TokenTTL = 4 * time.Hour
+	}
+	if s.CleanupGracePeriod == 0 {
+		s.CleanupGracePeriod = 10 * time.Minute
+	}
+	if s.ResyncPeriod == 0 {
+		s.ResyncPeriod = 5 * time.Minute
+	}
+}
+
+// Validate says what is wrong with the settings.
+func (s Settings) Validate() error {
+	if err := s.Inputs.Validate(); err != nil {
+		return err
+	}
+	if s.TokenTTL < 2*time.Second {
+		return fmt.Errorf("token TTL %s is too short: it must be at least 2s (production: hours)", s.TokenTTL)
+	}
+	if s.CleanupGracePeriod < 0 {
+		return fmt.Errorf("cleanup grace period %s must not be negative", s.CleanupGracePeriod)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/capi"
+)
+
+// AddToScheme registers what the controller reads and writes.
+func AddToScheme(s *runtime.Scheme) error {
+	if err := capi.AddToScheme(s); err != nil {
+		return err
+	}
+	return nodepoolv1.AddToScheme(s)
+}
+
+// CacheOptions keeps the manager's cache small: Secrets are cached with
+// their data only when they belong to a pool; the content of other Secrets
+// (pull secrets) is read uncached, once per reconcile, through APIReader.
+func CacheOptions() ctrlcache.Options {
+	return ctrlcache.Options{
+		ByObject: map[client.Object]ctrlcache.ByObject{
+			&corev1.Secret{}: {Transform: func(in any) (any, error) {
+				if s, ok := in.(*corev1.Secret); ok {
+					s.SetManagedFields(nil)
+					if _, owned := s.Labels[nodepoolv1.LabelPool]; !owned {
+						s.Data, s.StringData = nil, nil
+					}
+				}
+				return in, nil
+			}},
+		},
+	}
+}
+
+// Setup adds the NodePool controller, with its own Cluster API ClusterCache
+// to reach workload clusters, to a manager built with CacheOptions.
+func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts controller.Options) error {
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: mgr.GetAPIReader(),
+		Cache: clustercache.CacheOptions{
+			Indexes: []clustercache.CacheOptionsIndex{clustercache.NodeProviderIDIndex},
+		},
+		Client: clustercache.ClientOptions{
+			UserAgent: "nodepool-controller",
+			QPS:       20,
+			Burst:     40,
+			Cache: clustercache.ClientCacheOptions{
+				DisableFor: []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Pod{}},
+			},
+		},
+	}, opts)
+	if err != nil {
+		return fmt.Errorf("setting up the ClusterCache: %w", err)
+	}
+	r := &Reconciler{
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		ClusterCache: cc,
+		Recorder:     mgr.GetEventRecorder("nodepool-controller"),
+		Settings:     settings,
+	}
+	return r.SetupWithManager(mgr, opts)
+}

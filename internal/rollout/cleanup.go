@@ -1,0 +1,75 @@
+package rollout
+
+import (
+	"sort"
+
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// planCleanup lists the Secrets to delete. Cleanup is by reference, never by
+// recomputing a hash (PRIOR-ART.md, hole 2): a user-data Secret goes only
+// when no MachineDeployment, MachineSet or Machine uses it, it is not the
+// target or the running one, and the grace period has passed since it was
+// made. Its token goes with it; a payload goes when no kept token serves it
+// and no kept user-data started with it.
+func planCleanup(in Input, target, running *UserData, p *Plan) {
+	keepUD := map[string]bool{}
+	for name := range in.Referenced {
+		keepUD[name] = true
+	}
+	for _, u := range []*UserData{target, running} {
+		if u != nil {
+			keepUD[u.Name] = true
+		}
+	}
+	keepPayload := map[string]bool{}
+	keepToken := map[string]bool{}
+	for _, a := range p.Tokens {
+		keepToken[a.Name] = true
+		keepPayload[a.PayloadHash] = true
+	}
+	for _, pl := range p.Payloads {
+		keepPayload[pl.Hash] = true
+	}
+	var del []string
+	for _, name := range sortedKeys(in.UserData) {
+		ud := in.UserData[name]
+		tokenName := payload.TokenSecretName(in.Pool.Name, ud.RolloutHash)
+		if keepUD[name] || in.Now.Before(ud.Created.Add(in.Settings.CleanupGracePeriod)) {
+			keepToken[tokenName] = true
+			keepPayload[ud.PayloadHash] = true
+			if t, ok := in.Tokens[tokenName]; ok {
+				keepPayload[t.PayloadHash] = true
+			}
+			continue
+		}
+		del = append(del, name)
+	}
+	for _, name := range sortedKeys(in.Tokens) {
+		t := in.Tokens[name]
+		if keepToken[name] {
+			keepPayload[t.PayloadHash] = true
+			continue
+		}
+		if in.Now.Before(t.Created.Add(in.Settings.CleanupGracePeriod)) {
+			keepPayload[t.PayloadHash] = true
+			continue
+		}
+		del = append(del, name)
+	}
+	for _, hash := range sortedKeys(in.Payloads) {
+		if !keepPayload[hash] {
+			del = append(del, payload.PayloadSecretName(in.Pool.Name, hash))
+		}
+	}
+	p.Delete = del
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

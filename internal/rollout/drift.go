@@ -1,0 +1,89 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// planDrift lists the management components in which the payload the
+// machines run (or the one a rollout in progress started with) differs
+// from the latest payload: status.pendingManagementChanges and the
+// ConfigUpdatePending condition. Rollout components never appear here: a
+// difference in one of them is a rollout, not drift.
+func planDrift(in Input, base *UserData, p *Plan) {
+	cond := metav1.Condition{Type: nodepoolv1.ConditionConfigUpdatePending}
+	var running *payload.Payload
+	if base != nil {
+		running = in.Payloads[base.PayloadHash]
+	}
+	switch {
+	case in.Latest == nil:
+		cond.Status, cond.Reason = metav1.ConditionUnknown, nodepoolv1.ReasonInvalidConfig
+		cond.Message = "the latest payload cannot be rendered, so drift cannot be computed"
+		p.Pending = in.Pool.Status.PendingManagementChanges
+		p.Conditions = append(p.Conditions, cond)
+		return
+	case running == nil:
+		cond.Status, cond.Reason = metav1.ConditionFalse, nodepoolv1.ReasonAsExpected
+		cond.Message = "no payload is pinned yet"
+		p.Conditions = append(p.Conditions, cond)
+		return
+	}
+	since := map[string]nodepoolv1.PendingManagementChange{}
+	for _, c := range in.Pool.Status.PendingManagementChanges {
+		since[c.Component] = c
+	}
+	var names []string
+	for _, ch := range payload.Diff(running.Manifest, in.Latest.Manifest) {
+		if ch.Component.IsRollout() {
+			continue
+		}
+		row := nodepoolv1.PendingManagementChange{
+			Component: ch.Component.Name(), Since: metav1.NewTime(in.Now), Current: ch.From, Desired: ch.To,
+		}
+		if old, ok := since[row.Component]; ok && old.Desired == row.Desired {
+			row.Since = old.Since
+		}
+		p.Pending = append(p.Pending, row)
+		names = append(names, row.Component)
+	}
+	if len(p.Pending) == 0 {
+		cond.Status, cond.Reason = metav1.ConditionFalse, nodepoolv1.ReasonAsExpected
+		cond.Message = "the nodes run the latest platform components"
+		p.Conditions = append(p.Conditions, cond)
+		return
+	}
+	cond.Status, cond.Reason = metav1.ConditionTrue, nodepoolv1.ReasonManagementConfigDrift
+	cond.Message = fmt.Sprintf("platform components differ from what the nodes run: %s; they apply at the next rollout (spec change, rolloutAfter or `kubectl nodepool rollout apply-pending`)%s",
+		strings.Join(names, ", "), newNodesNote(in))
+	p.Conditions = append(p.Conditions, cond)
+	if !sameComponents(in.Pool.Status.PendingManagementChanges, names) {
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "ManagementConfigDrift",
+			Message: "pending platform changes: " + strings.Join(names, ", ")})
+	}
+}
+
+func newNodesNote(in Input) string {
+	if in.Pool.Spec.Management.ManagementUpdates == nodepoolv1.ManagementUpdatesNewNodes {
+		return "; new nodes already boot the latest payload (managementUpdates: NewNodes)"
+	}
+	return "; new nodes boot the running nodes' pinned components with current credentials (managementUpdates: OnNextRollout)"
+}
+
+func sameComponents(rows []nodepoolv1.PendingManagementChange, names []string) bool {
+	if len(rows) != len(names) {
+		return false
+	}
+	for i := range rows {
+		if rows[i].Component != names[i] {
+			return false
+		}
+	}
+	return true
+}

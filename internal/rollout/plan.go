@@ -1,0 +1,87 @@
+package rollout
+
+import (
+	"time"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// Decide computes the plan for one reconcile of a pool. It is pure: the same
+// input always gives the same plan.
+func Decide(in Input) Plan {
+	p := Plan{Annotations: map[string]string{}}
+	pool := in.Pool.Name
+
+	running := runningUserData(in)
+	seedAnnotations(in, running, &p)
+
+	target, started := decideTarget(in, running, &p)
+	if target != nil {
+		tokenName := payload.TokenSecretName(pool, target.RolloutHash)
+		pointer := tokenPointer(in, target, running, started, &p)
+		planToken(in, tokenName, target.RolloutHash, pointer, &p)
+		ud := *target
+		_, exists := in.UserData[ud.Name]
+		p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName, Create: !exists})
+		p.MachineDeployment = &MachineDeploymentTarget{DataSecretName: ud.Name, Version: ud.Version, TemplateName: ud.TemplateName}
+	}
+	// Tokens of older rollouts still used by machines keep rotating, and
+	// their user-data keeps carrying their current token.
+	for _, name := range sortedKeys(in.UserData) {
+		ud := in.UserData[name]
+		if target != nil && name == target.Name {
+			continue
+		}
+		tokenName := payload.TokenSecretName(pool, ud.RolloutHash)
+		if t, ok := in.Tokens[tokenName]; ok && in.Referenced[name] {
+			planToken(in, tokenName, ud.RolloutHash, t.PayloadHash, &p)
+			p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName})
+		}
+	}
+
+	base := target
+	if base == nil {
+		base = running
+	}
+	planDrift(in, base, &p)
+	planStatus(in, running, target, &p)
+	planCleanup(in, target, running, &p)
+	planRequeue(in, &p)
+	return p
+}
+
+// planRequeue asks to look again before the next token rotation, pause
+// expiry or cleanup is due.
+func planRequeue(in Input, p *Plan) {
+	next := time.Duration(0)
+	consider := func(d time.Duration) {
+		if d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	for _, t := range in.Tokens {
+		consider(t.RotatedAt.Add(in.Settings.TokenTTL / 2).Sub(in.Now))
+	}
+	if until, ok := pausedUntil(in.Pool, in.Now); ok && !until.IsZero() {
+		consider(until.Sub(in.Now))
+	}
+	if len(p.Delete) == 0 && in.Settings.CleanupGracePeriod > 0 {
+		for name, ud := range in.UserData {
+			if !in.Referenced[name] {
+				consider(ud.Created.Add(in.Settings.CleanupGracePeriod).Sub(in.Now))
+			}
+		}
+	}
+	if next > 0 {
+		p.RequeueAfter = next + time.Second
+	}
+}
+
+// condition helpers share one shape.
+func annotation(pool *nodepoolv1.NodePool, key string) string {
+	if pool.Annotations == nil {
+		return ""
+	}
+	return pool.Annotations[key]
+}

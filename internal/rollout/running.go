@@ -1,0 +1,57 @@
+package rollout
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// runningUserData is the user-data the pool's machines run: the
+// MachineDeployment's once its rollout is complete, the oldest MachineSet's
+// while one is in progress. Nil for a new pool, or if that Secret is gone.
+func runningUserData(in Input) *UserData {
+	md := in.MachineDeployment
+	if md == nil {
+		return nil
+	}
+	name := md.RunningDataSecretName
+	if name == "" {
+		name = md.DataSecretName
+	}
+	ud, ok := in.UserData[name]
+	if !ok {
+		return nil
+	}
+	return &ud
+}
+
+// seedAnnotations makes the pool's annotations mirror what the machines
+// run. A missing annotation is seeded and a wrong one corrected from the
+// running user-data, never from the current inputs: a spec change made
+// while the controller was away must still roll out (PRIOR-ART.md, hole 6).
+func seedAnnotations(in Input, running *UserData, p *Plan) {
+	if running == nil {
+		return
+	}
+	for _, a := range []struct{ key, want string }{
+		{nodepoolv1.AnnotationCurrentRolloutConfig, running.RolloutWithoutVersion},
+		{nodepoolv1.AnnotationCurrentPayload, running.PayloadHash},
+	} {
+		got := annotation(in.Pool, a.key)
+		if got == a.want || a.want == "" {
+			continue
+		}
+		p.Annotations[a.key] = a.want
+		if got != "" && in.Pool.Status.Updating != "" && in.MachineDeployment.Complete {
+			continue // a rollout completed: the annotations advance (event RolloutComplete)
+		}
+		reason, verb := "Seeded", "seeded"
+		if got != "" {
+			reason, verb = "Corrected", "corrected from "+got+" to"
+		}
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: reason,
+			Message: fmt.Sprintf("annotation %s %s %s, from user-data %s that the machines run", a.key, verb, a.want, running.Name)})
+	}
+}

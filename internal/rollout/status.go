@@ -1,0 +1,197 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// planStatus writes the status fields and the conditions other than
+// ConfigUpdatePending: validity of the inputs, the rollout in progress,
+// whether machines fetched their payload, readiness and node health.
+func planStatus(in Input, running, target *UserData, p *Plan) {
+	planValidity(in, p)
+
+	md := in.MachineDeployment
+	rolling := md != nil && running != nil && target != nil && (running.Name != target.Name || !md.Complete)
+	p.Version = in.Pool.Status.Version
+	if running != nil && (md == nil || md.Complete) {
+		p.Version = running.Version
+	}
+	updatingConfig := rolling && running.RolloutWithoutVersion != target.RolloutWithoutVersion
+	updatingVersion := rolling && running.Version != target.Version
+	var updating []string
+	if updatingConfig {
+		updating = append(updating, "Config")
+	}
+	if updatingVersion {
+		updating = append(updating, "Version")
+	}
+	p.Updating = strings.Join(updating, ",")
+
+	progress := ""
+	if md != nil {
+		progress = fmt.Sprintf(" (%d of %d machines up to date)", md.UpToDateReplicas, desiredReplicas(in))
+	}
+	deferred := pendingWhilePaused(in, target)
+	p.Conditions = append(p.Conditions,
+		updatingCondition(nodepoolv1.ConditionUpdatingConfig, updatingConfig, deferred,
+			fmt.Sprintf("rolling out configuration %s%s", shortOf(target, func(u *UserData) string { return u.RolloutWithoutVersion }), progress)),
+		updatingCondition(nodepoolv1.ConditionUpdatingVersion, updatingVersion, deferred,
+			fmt.Sprintf("rolling out version %s%s", versionOf(target), progress)),
+	)
+	if justCompleted(in, running, target) {
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutComplete",
+			Message: fmt.Sprintf("every machine runs %s (version %s)", target.Name, target.Version)})
+	}
+
+	planReached(in, target, p)
+	planNodes(in, p)
+	planReady(in, p)
+}
+
+func planValidity(in Input, p *Plan) {
+	valid := metav1.Condition{Type: nodepoolv1.ConditionValidMachineConfig, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "every referenced config is valid"}
+	payloadOK := metav1.Condition{Type: nodepoolv1.ConditionValidGeneratedPayload, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the payload renders and validates"}
+	if in.RenderErr != nil {
+		keep := "; running nodes keep running and new machines boot the payload the pool already serves"
+		if reason := inputs.Reason(in.RenderErr); reason != "" {
+			valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, reason, in.RenderErr.Error()+keep
+			payloadOK.Status, payloadOK.Reason, payloadOK.Message = metav1.ConditionUnknown, reason, "not rendered: the inputs are not valid"
+		} else {
+			payloadOK.Status, payloadOK.Reason, payloadOK.Message = metav1.ConditionFalse, nodepoolv1.ReasonInvalidPayload, in.RenderErr.Error()+keep
+		}
+	}
+	p.Conditions = append(p.Conditions, valid, payloadOK)
+}
+
+func updatingCondition(t string, updating bool, deferred string, msg string) metav1.Condition {
+	c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonAsExpected, Message: "no rollout in progress"}
+	switch {
+	case updating:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, nodepoolv1.ReasonRolloutInProgress, msg
+	case deferred != "":
+		c.Reason, c.Message = nodepoolv1.ReasonPaused, deferred
+	}
+	return c
+}
+
+// pendingWhilePaused describes an owner change held back by pausedUntil.
+func pendingWhilePaused(in Input, target *UserData) string {
+	if in.Latest == nil || target == nil || target.RolloutHash == in.Hashes.Rollout {
+		return ""
+	}
+	until, paused := pausedUntil(in.Pool, in.Now)
+	if !paused {
+		return ""
+	}
+	if until.IsZero() {
+		return "a rollout is pending; the pool is paused (pausedUntil: \"true\") and it starts when the pause is lifted"
+	}
+	return "a rollout is pending; the pool is paused until " + until.UTC().Format(time.RFC3339) + " and it starts then"
+}
+
+func planReached(in Input, target *UserData, p *Plan) {
+	c := metav1.Condition{Type: nodepoolv1.ConditionReachedIgnitionEndpoint, Status: metav1.ConditionFalse,
+		Reason: nodepoolv1.ReasonIgnitionNotReached, Message: "no machine has fetched its payload from the payload server yet"}
+	for _, t := range in.Tokens {
+		if t.FirstFetch != nil {
+			c.Status, c.Reason = metav1.ConditionTrue, nodepoolv1.ReasonAsExpected
+			c.Message = "machines fetch their payload from the payload server"
+			break
+		}
+	}
+	if c.Status == metav1.ConditionFalse && desiredReplicas(in) == 0 {
+		c.Status, c.Message = metav1.ConditionUnknown, "the pool has no machines"
+	}
+	p.Conditions = append(p.Conditions, c)
+}
+
+// planNodes counts Nodes by the payload label they carry.
+func planNodes(in Input, p *Plan) {
+	counts := map[string]int32{}
+	healthy := true
+	var sick []string
+	for _, n := range in.Nodes {
+		counts[n.Payload]++
+		if !n.Ready {
+			healthy = false
+			sick = append(sick, n.Name)
+		}
+	}
+	for hash, n := range counts {
+		p.Nodes = append(p.Nodes, nodepoolv1.NodePayloadCount{Payload: hash, Count: n})
+	}
+	sort.Slice(p.Nodes, func(i, j int) bool { return p.Nodes[i].Payload < p.Nodes[j].Payload })
+	c := metav1.Condition{Type: nodepoolv1.ConditionAllNodesHealthy, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: fmt.Sprintf("%d nodes ready", len(in.Nodes))}
+	if !healthy {
+		sort.Strings(sick)
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, nodepoolv1.ReasonNodesUnhealthy, "not ready: "+strings.Join(sick, ", ")
+	}
+	p.Conditions = append(p.Conditions, c)
+}
+
+func planReady(in Input, p *Plan) {
+	want := desiredReplicas(in)
+	md := in.MachineDeployment
+	machines := metav1.Condition{Type: nodepoolv1.ConditionAllMachinesReady, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
+	ready := metav1.Condition{Type: nodepoolv1.ConditionReady, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
+	switch {
+	case md == nil:
+		machines.Status, machines.Reason, machines.Message = metav1.ConditionFalse, nodepoolv1.ReasonMachinesNotReady, "the MachineDeployment does not exist yet"
+	case md.ReadyReplicas < md.Replicas || md.Replicas < want:
+		machines.Status, machines.Reason = metav1.ConditionFalse, nodepoolv1.ReasonMachinesNotReady
+		machines.Message = fmt.Sprintf("%d of %d machines ready", md.ReadyReplicas, want)
+	default:
+		machines.Message = fmt.Sprintf("%d of %d machines ready", md.ReadyReplicas, want)
+	}
+	ready.Message = machines.Message
+	if machines.Status != metav1.ConditionTrue {
+		ready.Status, ready.Reason = metav1.ConditionFalse, machines.Reason
+	}
+	p.Conditions = append(p.Conditions, machines, ready)
+}
+
+// desiredReplicas is spec.replicas, or autoScaling.min for an autoscaled pool.
+func desiredReplicas(in Input) int32 {
+	if r := in.Pool.Spec.Replicas; r != nil {
+		return *r
+	}
+	if a := in.Pool.Spec.AutoScaling; a != nil {
+		if md := in.MachineDeployment; md != nil && md.Replicas >= a.Min {
+			return md.Replicas
+		}
+		return a.Min
+	}
+	return 0
+}
+
+func shortOf(u *UserData, f func(*UserData) string) string {
+	if u == nil {
+		return ""
+	}
+	return payload.Short(f(u))
+}
+
+func versionOf(u *UserData) string {
+	if u == nil {
+		return ""
+	}
+	return u.Version
+}
+
+// justCompleted is true on the first reconcile that sees a rollout done:
+// the status still says updating, and every machine runs the target.
+func justCompleted(in Input, running, target *UserData) bool {
+	md := in.MachineDeployment
+	return md != nil && running != nil && target != nil && running.Name == target.Name && md.Complete &&
+		in.Pool.Status.Updating != ""
+}

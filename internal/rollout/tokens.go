@@ -1,0 +1,89 @@
+package rollout
+
+import (
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// tokenPointer decides which payload the target's token serves, that is
+// what a new or replacement machine boots:
+//   - a rollout that starts boots the latest payload;
+//   - a rollout in progress keeps the payload it started with, whatever
+//     the platform changes meanwhile;
+//   - a settled pool follows spec.management.managementUpdates: NewNodes
+//     serves the latest payload; OnNextRollout serves the running nodes'
+//     pinned components plus the current fresh ones.
+func tokenPointer(in Input, target, running *UserData, started bool, p *Plan) string {
+	tokenName := payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
+	current := ""
+	if t, ok := in.Tokens[tokenName]; ok {
+		current = t.PayloadHash
+	}
+	if in.Latest == nil {
+		if current == "" {
+			return target.PayloadHash
+		}
+		return current
+	}
+	if started && current == "" {
+		store(in, in.Latest, p)
+		return in.Latest.Hash
+	}
+	settled := running != nil && running.Name == target.Name && in.MachineDeployment != nil && in.MachineDeployment.Complete
+	if !settled {
+		if current == "" {
+			current = target.PayloadHash
+		}
+		return current
+	}
+	if in.Pool.Spec.Management.ManagementUpdates == nodepoolv1.ManagementUpdatesNewNodes {
+		store(in, in.Latest, p)
+		return in.Latest.Hash
+	}
+	pinned, ok := in.Payloads[target.PayloadHash]
+	if !ok {
+		// The pinned payload is unknown (never stored, or removed by
+		// hand): keep serving what the token serves.
+		if current == "" {
+			current = target.PayloadHash
+		}
+		return current
+	}
+	composed, err := payload.ComposePinned(pinned, in.Latest)
+	if err != nil {
+		return orDefault(current, target.PayloadHash)
+	}
+	store(in, composed, p)
+	return composed.Hash
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// store adds a payload to the plan unless it is stored already.
+func store(in Input, pl *payload.Payload, p *Plan) {
+	if _, ok := in.Payloads[pl.Hash]; ok {
+		return
+	}
+	for _, q := range p.Payloads {
+		if q.Hash == pl.Hash {
+			return
+		}
+	}
+	p.Payloads = append(p.Payloads, pl)
+}
+
+// planToken makes a token exist, serve pointer, and rotate at half its TTL.
+func planToken(in Input, name, rolloutHash, pointer string, p *Plan) {
+	t, exists := in.Tokens[name]
+	rotate := exists && in.Settings.TokenTTL > 0 && !in.Now.Before(t.RotatedAt.Add(in.Settings.TokenTTL/2))
+	if exists && !rotate && t.PayloadHash == pointer {
+		p.Tokens = append(p.Tokens, TokenAction{Name: name, RolloutHash: rolloutHash, PayloadHash: pointer})
+		return
+	}
+	p.Tokens = append(p.Tokens, TokenAction{Name: name, RolloutHash: rolloutHash, PayloadHash: pointer, Create: !exists, Rotate: rotate})
+}

@@ -1,0 +1,163 @@
+package rollout
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// Input is everything the engine decides from, gathered once per reconcile.
+type Input struct {
+	// Pool is the NodePool as read (spec, annotations, status).
+	Pool *nodepoolv1.NodePool
+	// Now is the clock.
+	Now time.Time
+	// Latest is the payload rendered from the current inputs, and Hashes
+	// its hashes. Both are nil/zero when RenderErr is set.
+	Latest *payload.Payload
+	Hashes payload.Hashes
+	// TemplateName is the name of the infrastructure template clone for the
+	// current inputs (named after its content).
+	TemplateName string
+	// RenderErr is why the current inputs could not be gathered or
+	// rendered (a missing or bad ConfigMap, an invalid payload). A bad
+	// input never disrupts running nodes: the engine keeps what exists.
+	RenderErr error
+	// MachineDeployment is the pool's MachineDeployment, nil if absent.
+	MachineDeployment *MachineDeployment
+	// UserData are the pool's user-data Secrets, by name.
+	UserData map[string]UserData
+	// Tokens are the pool's token Secrets, by name.
+	Tokens map[string]Token
+	// Payloads are the pool's stored payloads, by payload hash.
+	Payloads map[string]*payload.Payload
+	// Referenced holds every Secret name a MachineDeployment, MachineSet or
+	// Machine of the pool uses as bootstrap data.
+	Referenced map[string]bool
+	// Nodes are the pool's Nodes in the workload cluster.
+	Nodes []Node
+	// Settings of the controller.
+	Settings Settings
+}
+
+// Settings are the controller's tunables the engine needs.
+type Settings struct {
+	// TokenTTL is how long a token stays valid; it rotates at half of it.
+	TokenTTL time.Duration
+	// CleanupGracePeriod is how long an unreferenced Secret is kept.
+	CleanupGracePeriod time.Duration
+}
+
+// MachineDeployment is the observed state of the pool's MachineDeployment.
+type MachineDeployment struct {
+	// DataSecretName is the user-data its template references: the target.
+	DataSecretName string
+	// Version is its template's Kubernetes version.
+	Version string
+	// RunningDataSecretName is the user-data the pool's machines run: the
+	// template's once the rollout is complete, the oldest MachineSet's
+	// while a rollout is in progress.
+	RunningDataSecretName string
+	// Complete is true when every machine is on the template and no old
+	// machine is left.
+	Complete bool
+	// Replicas, ReadyReplicas and UpToDateReplicas are from its status.
+	Replicas, ReadyReplicas, UpToDateReplicas int32
+}
+
+// UserData is a user-data Secret, with the hashes it was made for (kept in
+// its annotations, so what the machines run can always be read back).
+type UserData struct {
+	Name                  string
+	RolloutHash           string
+	RolloutWithoutVersion string
+	Version               string
+	// PayloadHash is the payload its rollout started with.
+	PayloadHash string
+	// TemplateName is the infrastructure template clone its machines use.
+	TemplateName string
+	Created      time.Time
+}
+
+// Token is a token Secret.
+type Token struct {
+	Name        string
+	RolloutHash string
+	// PayloadHash is the payload the token serves.
+	PayloadHash string
+	RotatedAt   time.Time
+	// FirstFetch is when a machine first fetched a payload with it.
+	FirstFetch *time.Time
+	Created    time.Time
+}
+
+// Node is a Node of the pool.
+type Node struct {
+	Name string
+	// Payload is the value of its nodepool.dev/payload label.
+	Payload string
+	Ready   bool
+}
+
+// Plan is what the controller applies, in this order: payloads, tokens,
+// user-data, the MachineDeployment, the pool's annotations and status,
+// events, deletions.
+type Plan struct {
+	// Payloads to store (create when missing; payload Secrets are immutable).
+	Payloads []*payload.Payload
+	// Tokens to create or update.
+	Tokens []TokenAction
+	// UserData to create, or to rewrite when its token rotated.
+	UserData []UserDataAction
+	// MachineDeployment is the template target; nil leaves the template as
+	// it is (replicas, labels and taints are applied from the spec anyway).
+	MachineDeployment *MachineDeploymentTarget
+	// Annotations are the pool annotations to set.
+	Annotations map[string]string
+	// Status fields and conditions the controller writes.
+	Version    string
+	Updating   string
+	Pending    []nodepoolv1.PendingManagementChange
+	Nodes      []nodepoolv1.NodePayloadCount
+	Conditions []metav1.Condition
+	// Events to emit on the pool.
+	Events []Event
+	// Delete lists Secret names no object references any more, past the
+	// grace period.
+	Delete []string
+	// RequeueAfter is when the engine wants to look again (token rotation,
+	// pause expiry, cleanup); 0 means no need.
+	RequeueAfter time.Duration
+}
+
+// TokenAction makes a token Secret exist, serve PayloadHash, and rotate.
+type TokenAction struct {
+	Name        string
+	RolloutHash string
+	PayloadHash string
+	Create      bool
+	Rotate      bool
+}
+
+// UserDataAction makes a user-data Secret exist with a pointer config
+// carrying the current token of TokenName.
+type UserDataAction struct {
+	UserData
+	TokenName string
+	Create    bool
+}
+
+// MachineDeploymentTarget is what the MachineDeployment's template points at.
+type MachineDeploymentTarget struct {
+	DataSecretName string
+	Version        string
+	TemplateName   string
+}
+
+// Event is a Kubernetes event on the pool.
+type Event struct {
+	Type, Reason, Message string
+}

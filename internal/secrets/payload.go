@@ -1,0 +1,236 @@
+package secrets
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Payload is the content of a payload Secret: what a node of the pool
+// boots, kept with the fragments it was merged from so a later payload can
+// reuse pinned ones (DESIGN.md §4).
+type Payload struct {
+	// Pool is the NodePool's name (label LabelPool).
+	Pool string
+	// Hash is the payload hash (annotation AnnotationPayloadHash).
+	Hash string
+	// Ignition is the rendered Ignition config, JSON, uncompressed.
+	Ignition []byte
+	// Manifest maps each component's name to the digest of its fragment,
+	// "sha256:<hex of sha256(fragment)>".
+	Manifest map[string]string
+	// Fragments maps each component's name to its Ignition fragment (JSON).
+	// Its components are exactly the manifest's.
+	Fragments map[string][]byte
+}
+
+// Validate reports what is wrong with p, if anything.
+func (p Payload) Validate() error {
+	var errs []error
+	if err := validatePool(p.Pool); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateHash(p.Hash); err != nil {
+		errs = append(errs, fmt.Errorf("payload hash: %w", err))
+	}
+	if !json.Valid(p.Ignition) {
+		errs = append(errs, fmt.Errorf("%s is not JSON", KeyIgnition))
+	}
+	if err := validateFragments(p.Manifest, p.Fragments); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func validateFragments(manifest map[string]string, fragments map[string][]byte) error {
+	var errs []error
+	for _, c := range slices.Sorted(maps.Keys(manifest)) {
+		if c == "" {
+			errs = append(errs, fmt.Errorf("%s has a component without a name", KeyManifest))
+			continue
+		}
+		f, ok := fragments[c]
+		if !ok {
+			errs = append(errs, fmt.Errorf("component %q is in %s but has no fragment in %s", c, KeyManifest, KeyFragments))
+			continue
+		}
+		if !json.Valid(f) {
+			errs = append(errs, fmt.Errorf("the fragment of component %q is not JSON", c))
+		}
+		if got := digest(f); manifest[c] != got {
+			errs = append(errs, fmt.Errorf("the fragment of component %q has digest %s but %s says %q", c, got, KeyManifest, manifest[c]))
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(fragments)) {
+		if _, ok := manifest[c]; !ok {
+			errs = append(errs, fmt.Errorf("component %q has a fragment in %s but is not in %s", c, KeyFragments, KeyManifest))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// digest is how a manifest names a fragment (payload.Digest).
+func digest(fragment []byte) string {
+	sum := sha256.Sum256(fragment)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// NewPayloadSecret returns the immutable payload Secret namespace/name
+// holding p. The name is the caller's (DESIGN.md §5:
+// "<pool>-payload-<payload hash>"). Compression is deterministic: the same
+// payload gives the same Secret.
+func NewPayloadSecret(namespace, name string, p Payload) (*corev1.Secret, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("payload Secret %s/%s: %w", namespace, name, err)
+	}
+	manifest, err := json.Marshal(p.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("payload Secret %s/%s: encoding %s: %w", namespace, name, KeyManifest, err)
+	}
+	frags := make(map[string]json.RawMessage, len(p.Fragments))
+	for c, f := range p.Fragments {
+		frags[c] = f
+	}
+	fragments, err := json.Marshal(frags)
+	if err != nil {
+		return nil, fmt.Errorf("payload Secret %s/%s: encoding %s: %w", namespace, name, KeyFragments, err)
+	}
+	immutable := true
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      name,
+			Labels: map[string]string{
+				LabelPool:    p.Pool,
+				LabelKind:    KindPayload,
+				LabelPayload: p.Hash[:PayloadLabelLength],
+			},
+			Annotations: map[string]string{AnnotationPayloadHash: p.Hash},
+		},
+		Type:      TypePayload,
+		Immutable: &immutable,
+		Data: map[string][]byte{
+			KeyIgnition:  Gzip(p.Ignition),
+			KeyManifest:  manifest,
+			KeyFragments: Gzip(fragments),
+		},
+	}, nil
+}
+
+// DecodePayload reads a payload Secret whole. It fails, saying which label,
+// annotation or key is wrong, unless s is a complete payload Secret whose
+// fragments match its manifest.
+func DecodePayload(s *corev1.Secret) (Payload, error) {
+	ign, err := DecodeIgnition(s)
+	if err != nil {
+		return Payload{}, err
+	}
+	p := Payload{Pool: ign.Pool, Hash: ign.Hash, Ignition: ign.JSON}
+	fail := func(err error) (Payload, error) {
+		return Payload{}, fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	if err := json.Unmarshal(s.Data[KeyManifest], &p.Manifest); err != nil || p.Manifest == nil {
+		return fail(fmt.Errorf("%s is not a JSON object of component digests", KeyManifest))
+	}
+	raw, err := Gunzip(s.Data[KeyFragments])
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", KeyFragments, err))
+	}
+	var frags map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &frags); err != nil || frags == nil {
+		return fail(fmt.Errorf("%s is not a JSON object of component fragments", KeyFragments))
+	}
+	p.Fragments = make(map[string][]byte, len(frags))
+	for c, f := range frags {
+		p.Fragments[c] = []byte(f)
+	}
+	if err := validateFragments(p.Manifest, p.Fragments); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
+
+// Ignition is the part of a payload Secret that the payload server serves.
+type Ignition struct {
+	// Pool and Hash identify the payload, as in Payload.
+	Pool, Hash string
+	// JSON is the Ignition config; Gzip is the same, compressed, as stored.
+	JSON, Gzip []byte
+}
+
+// DecodeIgnition reads the identity and Ignition config of a payload Secret
+// without its fragments. It checks that the config inflates within
+// MaxDecompressedSize to JSON. Gzip shares memory with s.
+func DecodeIgnition(s *corev1.Secret) (Ignition, error) {
+	if err := checkKind(s, KindPayload, TypePayload); err != nil {
+		return Ignition{}, err
+	}
+	ign := Ignition{Pool: s.Labels[LabelPool], Hash: s.Annotations[AnnotationPayloadHash], Gzip: s.Data[KeyIgnition]}
+	var errs []error
+	if err := validatePool(ign.Pool); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateHash(ign.Hash); err != nil {
+		errs = append(errs, fmt.Errorf("annotation %s: %w", AnnotationPayloadHash, err))
+	} else if got, want := s.Labels[LabelPayload], ign.Hash[:PayloadLabelLength]; got != want {
+		errs = append(errs, fmt.Errorf("label %s is %q, want %q (the start of annotation %s)", LabelPayload, got, want, AnnotationPayloadHash))
+	}
+	if ign.Gzip == nil {
+		errs = append(errs, fmt.Errorf("key %s is missing", KeyIgnition))
+	} else if raw, err := Gunzip(ign.Gzip); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", KeyIgnition, err))
+	} else if !json.Valid(raw) {
+		errs = append(errs, fmt.Errorf("%s does not inflate to JSON", KeyIgnition))
+	} else {
+		ign.JSON = raw
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Ignition{}, fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return ign, nil
+}
+
+// PayloadHashOf returns the payload hash a payload Secret claims, or "" when
+// it claims none: for cleanup by reference without inflating the payload.
+func PayloadHashOf(s *corev1.Secret) string { return s.Annotations[AnnotationPayloadHash] }
+
+// Gzip compresses b deterministically (no name, no modification time, best
+// compression).
+func Gzip(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // the level is valid
+	// Writes to a bytes.Buffer do not fail.
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// Gunzip inflates one gzip member of at most MaxDecompressedSize bytes.
+func Gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("not gzip: %w", err)
+	}
+	zr.Multistream(false)
+	out, err := io.ReadAll(io.LimitReader(zr, MaxDecompressedSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("corrupt gzip: %w", err)
+	}
+	if len(out) > MaxDecompressedSize {
+		return nil, fmt.Errorf("inflates to more than %d bytes", MaxDecompressedSize)
+	}
+	if err := zr.Close(); err != nil {
+		return nil, fmt.Errorf("corrupt gzip: %w", err)
+	}
+	return out, nil
+}
