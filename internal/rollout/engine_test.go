@@ -121,8 +121,10 @@ func TestANewPoolTargetsTheLatestPayload(t *testing.T) {
 
 func TestOwnerChangesRollTheMachines(t *testing.T) {
 	for name, change := range map[string]func(w *inputstest.World){
-		"release version":  func(w *inputstest.World) { w.Pool.Spec.Release.Version = "v1.36.4" },
-		"user config":      func(w *inputstest.World) { w.UserConfigs[0].Data[inputs.ConfigKey] = strings.Replace(inputstest.ChronyConfig, "time.corp", "ntp.corp", 1) },
+		"release version": func(w *inputstest.World) { w.Pool.Spec.Release.Version = "v1.36.4" },
+		"user config": func(w *inputstest.World) {
+			w.UserConfigs[0].Data[inputs.ConfigKey] = strings.Replace(inputstest.ChronyConfig, "time.corp", "ntp.corp", 1)
+		},
 		"proxy spec":       func(w *inputstest.World) { w.Pool.Spec.Proxy.HTTPProxy = "http://other.corp.example:3128" },
 		"registry mirrors": func(w *inputstest.World) { w.Pool.Spec.RegistryMirrors = w.Pool.Spec.RegistryMirrors[:1] },
 		"pull secret name": func(w *inputstest.World) {
@@ -323,7 +325,9 @@ func TestMissingOrWrongAnnotationsAreSeededFromWhatMachinesRun(t *testing.T) {
 	in = relatest(t, in, w)
 	for name, set := range map[string]func(){
 		"missing": func() { delete(in.Pool.Annotations, nodepoolv1.AnnotationCurrentRolloutConfig) },
-		"wrong":   func() { in.Pool.Annotations[nodepoolv1.AnnotationCurrentRolloutConfig] = in.Hashes.RolloutWithoutVersion },
+		"wrong": func() {
+			in.Pool.Annotations[nodepoolv1.AnnotationCurrentRolloutConfig] = in.Hashes.RolloutWithoutVersion
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			set()
