@@ -28,6 +28,10 @@ controller-gen: $(CONTROLLER_GEN)
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs (commit the result).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/sim/api/...
+	$(CONTROLLER_GEN) crd paths=./internal/sim/api/... output:crd:artifacts:config=config/sim/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=nodepool-sim-provider paths=./internal/sim/... output:rbac:artifacts:config=config/sim/rbac
+	$(CONTROLLER_GEN) rbac:roleName=nodepool-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	rm -f internal/capi/crds/*.yaml
 	cp "$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"/core/config/crd/bases/*.yaml internal/capi/crds/
 	chmod 644 internal/capi/crds/*.yaml
@@ -45,6 +49,33 @@ test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API serve
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" \
 	go test -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+	go test ./internal/inputs -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 10s
+
+FUZZTIME ?= 5m
+
+.PHONY: fuzz
+fuzz: ## Fuzz the config parser and the payload server's request handling (FUZZTIME=5m each).
+	go test ./internal/inputs -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+
+.PHONY: bench
+bench: control-plane ## Benchmarks: payload render + hashes, payload server throughput, 500 simulated machines to Running.
+	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
+	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
+	go test ./test/bench -run '^$$' -bench BenchmarkSimScale -benchtime 1x -timeout 40m
+
+# The dev environment keeps its state here; `make dev` again resumes it.
+DEV_DATA_DIR ?= .dev
+# Extra flags, e.g. make dev DEVFLAGS='--boot-delay 10s', make demo DEMOFLAGS=--yes.
+DEVFLAGS ?=
+DEMOFLAGS ?=
+
+.PHONY: dev
+dev: control-plane build ## Run nodepool dev up: a local control plane, Cluster API, nodepool and simulated machines (state in .dev/).
+	$(BIN)/nodepool dev up --data-dir $(DEV_DATA_DIR) --assets-dir "$$(hack/tools/build-control-plane.sh --print-dir)" $(DEVFLAGS)
+
+.PHONY: demo
+demo: build ## Play the narrated demo against a running `make dev` (DEMOFLAGS=--yes runs it unattended).
+	$(BIN)/nodepool dev demo --data-dir $(DEV_DATA_DIR) $(DEMOFLAGS)
 
 .PHONY: lint
 lint: ## go vet and gofmt.

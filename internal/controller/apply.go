@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -115,14 +116,18 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 		return secrets.Token{}, err
 	}
 	if old, found := w.tokens[a.Name]; found {
-		// Keep what the payload server recorded (first fetch).
-		for k, v := range old.Annotations {
-			if _, set := s.Annotations[k]; !set {
-				s.Annotations[k] = v
-			}
+		// A merge patch of data and our annotations only: the payload
+		// server writes the first-fetch annotation on the same Secret,
+		// and an update would conflict with it or erase it.
+		updated := old.DeepCopy()
+		updated.Data = s.Data
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
 		}
-		s.ResourceVersion = old.ResourceVersion
-		if err := r.Client.Update(ctx, s); err != nil {
+		for k, v := range s.Annotations {
+			updated.Annotations[k] = v
+		}
+		if err := r.Client.Patch(ctx, updated, client.MergeFrom(old)); err != nil {
 			return secrets.Token{}, fmt.Errorf("updating token Secret %s: %w", a.Name, err)
 		}
 	} else if err := r.Client.Create(ctx, s); err != nil {
@@ -210,6 +215,9 @@ func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv
 	}
 	md := w.md.DeepCopy()
 	desiredMachineDeployment(md, pool, target)
+	if equality.Semantic.DeepEqual(md, w.md) {
+		return nil
+	}
 	if err := r.Client.Patch(ctx, md, client.MergeFrom(w.md)); err != nil {
 		return fmt.Errorf("patching MachineDeployment: %w", err)
 	}

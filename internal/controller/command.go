@@ -115,6 +115,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.DurationVar(&s.TokenTTL, "token-ttl", 4*time.Hour, "how long a machine token is valid; it rotates at half of it")
 	f.DurationVar(&s.CleanupGracePeriod, "cleanup-grace-period", 10*time.Minute, "how long an unreferenced user-data, token or payload Secret is kept")
 	f.DurationVar(&s.ResyncPeriod, "resync-period", 5*time.Minute, "how often a settled pool is reconciled anyway")
+	f.IntVar(&s.HistoryLimit, "history-limit", 10, "rollout revisions (ControllerRevisions) kept per pool")
 	f.IntVar(&concurrency, "concurrency", 4, "pools reconciled in parallel")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	f.StringVar(&probe, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")

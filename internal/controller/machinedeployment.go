@@ -81,6 +81,9 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 	} else {
 		spec.Deletion.NodeDrainTimeoutSeconds = nil
 	}
+	if target != nil && target.RolloutAfter != nil {
+		md.Spec.Rollout.After = metav1.NewTime(*target.RolloutAfter)
+	}
 	if target != nil {
 		spec.Version = target.Version
 		spec.Bootstrap = clusterv1.Bootstrap{DataSecretName: ptr.To(target.DataSecretName)}

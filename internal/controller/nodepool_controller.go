@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,8 +26,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/inputs"
-	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/rollout"
 )
 
@@ -53,6 +54,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
@@ -85,19 +87,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	in := rollout.Input{Pool: pool, Now: r.now(), Settings: rollout.Settings{TokenTTL: r.Settings.TokenTTL, CleanupGracePeriod: r.Settings.CleanupGracePeriod}}
-	gathered, err := inputs.Gather(ctx, r.APIReader, pool, r.Settings.Inputs)
-	if err != nil && inputs.Reason(err) == "" {
-		return ctrl.Result{}, fmt.Errorf("gathering inputs: %w", err)
-	}
-	if err == nil {
-		in.Latest, in.Hashes, err = payload.Render(gathered)
-		if err == nil {
-			in.TemplateName = payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(gathered.InfrastructureTemplate))
-		}
-	}
-	in.RenderErr = err
+	gathered, err := observe.Latest(ctx, r.APIReader, pool, r.Settings.Inputs, &in)
 	if err != nil {
-		gathered = nil
+		return ctrl.Result{}, err
 	}
 
 	w, err := r.observe(ctx, pool, &in)
@@ -106,6 +98,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	plan := rollout.Decide(in)
 	applyErr := r.apply(ctx, pool, gathered, w, plan)
+	if applyErr == nil {
+		applyErr = r.recordHistory(ctx, pool, gathered, plan)
+	}
+	if applyErr != nil {
+		observeReconcileError(pool, "apply")
+	}
 
 	for k, v := range plan.Annotations {
 		if pool.Annotations == nil {
@@ -118,8 +116,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
 	}
 	if err := r.patchPool(ctx, before, pool); err != nil {
+		observeReconcileError(pool, "status")
 		return ctrl.Result{}, err
 	}
+	observeDrift(pool, in.Now)
 	if applyErr != nil {
 		return ctrl.Result{}, applyErr
 	}
@@ -152,14 +152,19 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, in rollout.Input, pl
 }
 
 // patchPool writes the pool's metadata and status changes, once.
+// A reconcile that changes nothing writes nothing.
 func (r *Reconciler) patchPool(ctx context.Context, before, after *nodepoolv1.NodePool) error {
 	status := after.Status.DeepCopy()
-	if err := r.Client.Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("patching NodePool: %w", err)
+	if !equality.Semantic.DeepEqual(before.ObjectMeta, after.ObjectMeta) {
+		if err := r.Client.Patch(ctx, after, client.MergeFrom(before)); err != nil {
+			return fmt.Errorf("patching NodePool: %w", err)
+		}
 	}
 	after.Status = *status
-	if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("patching NodePool status: %w", err)
+	if !equality.Semantic.DeepEqual(before.Status, after.Status) {
+		if err := r.Client.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+			return fmt.Errorf("patching NodePool status: %w", err)
+		}
 	}
 	return nil
 }
@@ -187,7 +192,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	if len(machines.Items) > 0 {
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
+	// The machines are gone: delete what the pool owns rather than wait
+	// for garbage collection, so nothing is left behind if it is slow or off.
+	if err := r.deleteOwned(ctx, pool); err != nil {
+		return ctrl.Result{}, err
+	}
 	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
+		forgetPool(pool)
 		return ctrl.Result{}, r.Client.Update(ctx, pool)
 	}
 	return ctrl.Result{}, nil
@@ -222,3 +233,29 @@ func metav1IsControlledBy(obj metav1.Object, owner metav1.Object) bool {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func (r *Reconciler) deleteOwned(ctx context.Context, pool *nodepoolv1.NodePool) error {
+	secretList := &corev1.SecretList{}
+	if err := r.Client.List(ctx, secretList, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
+		return err
+	}
+	for i := range secretList.Items {
+		if s := &secretList.Items[i]; metav1.IsControlledBy(s, pool) {
+			if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting Secret %s: %w", s.Name, err)
+			}
+		}
+	}
+	revs := &appsv1.ControllerRevisionList{}
+	if err := r.Client.List(ctx, revs, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
+		return err
+	}
+	for i := range revs.Items {
+		if cr := &revs.Items[i]; metav1.IsControlledBy(cr, pool) {
+			if err := r.Client.Delete(ctx, cr); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting revision %s: %w", cr.Name, err)
+			}
+		}
+	}
+	return nil
+}

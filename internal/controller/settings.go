@@ -20,6 +20,11 @@ type Settings struct {
 	CleanupGracePeriod time.Duration
 	// ResyncPeriod is how often a settled pool is looked at again. Default 5m.
 	ResyncPeriod time.Duration
+	// HistoryLimit is how many rollout revisions a pool keeps. Default 10.
+	HistoryLimit int
+	// Clock returns now; nil means time.Now. Tests run long spans (token
+	// rotation over days) with a clock that runs faster than real time.
+	Clock func() time.Time
 }
 
 // Default fills unset settings.
@@ -32,6 +37,9 @@ func (s *Settings) Default() {
 	}
 	if s.ResyncPeriod == 0 {
 		s.ResyncPeriod = 5 * time.Minute
+	}
+	if s.HistoryLimit == 0 {
+		s.HistoryLimit = 10
 	}
 }
 

@@ -70,6 +70,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 		ClusterCache: cc,
 		Recorder:     mgr.GetEventRecorder("nodepool-controller"),
 		Settings:     settings,
+		Clock:        settings.Clock,
 	}
 	return r.SetupWithManager(mgr, opts)
 }

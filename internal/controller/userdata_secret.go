@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
 	"nodepool.dev/nodepool/internal/userdata"
@@ -13,17 +14,18 @@ import (
 // The user-data Secret is the bootstrap data of the pool's machines (the
 // Cluster API contract: key "value", key "format"). Its annotations record
 // the hashes it was made for, so what the machines run can always be read
-// back (DESIGN.md §5).
+// back (DESIGN.md §5). The names live in internal/observe, which decodes
+// them for the controller and the CLI.
 const (
 	// KindUserData is the nodepool.dev/secret-kind of a user-data Secret.
-	KindUserData = "user-data"
+	KindUserData = observe.KindUserData
 
-	annotationRolloutHash           = "nodepool.dev/rollout-hash"
-	annotationRolloutWithoutVersion = "nodepool.dev/rollout-config"
-	annotationVersion               = "nodepool.dev/version"
-	annotationStartedPayload        = "nodepool.dev/started-payload"
-	annotationTemplate              = "nodepool.dev/infrastructure-template"
-	annotationToken                 = "nodepool.dev/token-rotated-at"
+	annotationRolloutHash           = observe.AnnotationRolloutHash
+	annotationRolloutWithoutVersion = observe.AnnotationRolloutWithoutVersion
+	annotationVersion               = observe.AnnotationVersion
+	annotationStartedPayload        = observe.AnnotationStartedPayload
+	annotationTemplate              = observe.AnnotationTemplate
+	annotationToken                 = observe.AnnotationTokenRotatedAt
 )
 
 func userDataSecret(namespace, cluster, pool string, ud rollout.UserData, pointer []byte, tokenRotatedAt time.Time) *corev1.Secret {
@@ -39,17 +41,4 @@ func userDataSecret(namespace, cluster, pool string, ud rollout.UserData, pointe
 		annotationToken:                 secrets.FormatTime(tokenRotatedAt),
 	}
 	return s
-}
-
-func decodeUserData(s *corev1.Secret) rollout.UserData {
-	a := s.Annotations
-	return rollout.UserData{
-		Name:                  s.Name,
-		RolloutHash:           a[annotationRolloutHash],
-		RolloutWithoutVersion: a[annotationRolloutWithoutVersion],
-		Version:               a[annotationVersion],
-		PayloadHash:           a[annotationStartedPayload],
-		TemplateName:          a[annotationTemplate],
-		Created:               s.CreationTimestamp.Time,
-	}
 }

@@ -38,20 +38,7 @@ func (r *Reconciler) poolsReferencing(ctx context.Context, o client.Object) []re
 	if _, isCM := o.(*corev1.ConfigMap); isCM && o.GetNamespace() == mc.Namespace && o.GetName() == mc.Name {
 		return r.pools(ctx, "", func(*nodepoolv1.NodePool) bool { return true })
 	}
-	return r.pools(ctx, o.GetNamespace(), func(p *nodepoolv1.NodePool) bool {
-		if _, isSecret := o.(*corev1.Secret); isSecret {
-			return p.Spec.PullSecretRef != nil && p.Spec.PullSecretRef.Name == o.GetName()
-		}
-		if p.Spec.AdditionalTrustBundleRef != nil && p.Spec.AdditionalTrustBundleRef.Name == o.GetName() {
-			return true
-		}
-		for _, c := range p.Spec.Config {
-			if c.Name == o.GetName() {
-				return true
-			}
-		}
-		return false
-	})
+	return r.pools(ctx, o.GetNamespace(), func(p *nodepoolv1.NodePool) bool { return inputs.References(p, o) })
 }
 
 func (r *Reconciler) poolsOfCluster(ctx context.Context, o client.Object) []reconcile.Request {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 )
 
@@ -45,7 +46,13 @@ func Decide(in Input) Plan {
 		base = running
 	}
 	planDrift(in, base, &p)
-	planStatus(in, running, target, &p)
+	forced := false
+	if !started {
+		forced = planForce(in, target, p.Pending, &p)
+	} else {
+		p.Record = ownerRecord(in, currentTarget(in), target)
+	}
+	planStatus(in, running, target, forced, &p)
 	planCleanup(in, target, running, &p)
 	planRequeue(in, &p)
 	return p
@@ -66,6 +73,9 @@ func planRequeue(in Input, p *Plan) {
 	if until, ok := pausedUntil(in.Pool, in.Now); ok && !until.IsZero() {
 		consider(until.Sub(in.Now))
 	}
+	if p.scheduled != nil {
+		consider(p.scheduled.at.Sub(in.Now))
+	}
 	if len(p.Delete) == 0 && in.Settings.CleanupGracePeriod > 0 {
 		for name, ud := range in.UserData {
 			if !in.Referenced[name] {
@@ -84,4 +94,25 @@ func annotation(pool *nodepoolv1.NodePool, key string) string {
 		return ""
 	}
 	return pool.Annotations[key]
+}
+
+// ownerRecord describes a rollout the owner started (or the first one of a
+// new pool): initiator version when only the release version changed.
+func ownerRecord(in Input, from, to *UserData) *Record {
+	r := &Record{Initiator: InitiatorSpec, RolloutHash: to.RolloutHash, PayloadHash: in.Latest.Hash, Started: in.Now}
+	if from != nil && from.RolloutWithoutVersion == to.RolloutWithoutVersion && from.Version != to.Version {
+		r.Initiator = InitiatorVersion
+	}
+	if from != nil {
+		if old, ok := in.Payloads[from.PayloadHash]; ok {
+			for _, ch := range payload.Diff(old.Manifest, in.Latest.Manifest) {
+				r.Changed = append(r.Changed, ch.Component.Name())
+			}
+		}
+	} else {
+		for _, c := range inputs.Components() {
+			r.Changed = append(r.Changed, c.Name())
+		}
+	}
+	return r
 }

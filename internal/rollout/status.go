@@ -17,11 +17,12 @@ import (
 // planStatus writes the status fields and the conditions other than
 // ConfigUpdatePending: validity of the inputs, the rollout in progress,
 // whether machines fetched their payload, readiness and node health.
-func planStatus(in Input, running, target *UserData, p *Plan) {
+func planStatus(in Input, running, target *UserData, forcedNow bool, p *Plan) {
 	planValidity(in, p)
 
 	md := in.MachineDeployment
 	rolling := md != nil && running != nil && target != nil && (running.Name != target.Name || !md.Complete)
+	forcing := forcedNow || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
 	p.Version = in.Pool.Status.Version
 	if running != nil && (md == nil || md.Complete) {
 		p.Version = running.Version
@@ -35,6 +36,9 @@ func planStatus(in Input, running, target *UserData, p *Plan) {
 	if updatingVersion {
 		updating = append(updating, "Version")
 	}
+	if forcing && !updatingConfig && !updatingVersion {
+		updating = append(updating, "Forced")
+	}
 	p.Updating = strings.Join(updating, ",")
 
 	progress := ""
@@ -42,13 +46,27 @@ func planStatus(in Input, running, target *UserData, p *Plan) {
 		progress = fmt.Sprintf(" (%d of %d machines up to date)", md.UpToDateReplicas, desiredReplicas(in))
 	}
 	deferred := pendingWhilePaused(in, target)
+	if deferred == "" && p.deferredForce != nil {
+		deferred = fmt.Sprintf("a forced rollout (%s, machines created before %s) is pending; the pool is paused", p.deferredForce.initiator, p.deferredForce.at.Format(time.RFC3339))
+	}
+	configCond := updatingCondition(nodepoolv1.ConditionUpdatingConfig, updatingConfig || (forcing && !updatingVersion), deferred,
+		fmt.Sprintf("rolling out configuration %s%s", shortOf(target, func(u *UserData) string { return u.RolloutWithoutVersion }), progress))
+	if forcing && !updatingConfig {
+		configCond.Message = "replacing every machine (forced rollout)" + progress
+	}
+	if p.scheduled != nil && !updatingConfig && !forcing {
+		configCond.Reason = nodepoolv1.ReasonRolloutScheduled
+		configCond.Message = fmt.Sprintf("a forced rollout (%s) is scheduled: every machine created before %s will be replaced then",
+			p.scheduled.initiator, p.scheduled.at.Format(time.RFC3339))
+	}
 	p.Conditions = append(p.Conditions,
-		updatingCondition(nodepoolv1.ConditionUpdatingConfig, updatingConfig, deferred,
-			fmt.Sprintf("rolling out configuration %s%s", shortOf(target, func(u *UserData) string { return u.RolloutWithoutVersion }), progress)),
+		configCond,
 		updatingCondition(nodepoolv1.ConditionUpdatingVersion, updatingVersion, deferred,
 			fmt.Sprintf("rolling out version %s%s", versionOf(target), progress)),
 	)
-	if justCompleted(in, running, target) {
+	p.Settled = md != nil && running != nil && target != nil && running.Name == target.Name && md.Complete && !forcing && p.Record == nil
+	if justCompleted(in, running, target) && !forcing {
+		p.Completed = &Completion{RolloutHash: target.RolloutHash, PayloadHash: target.PayloadHash, Completed: in.Now}
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutComplete",
 			Message: fmt.Sprintf("every machine runs %s (version %s)", target.Name, target.Version)})
 	}

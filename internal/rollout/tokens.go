@@ -11,7 +11,8 @@ import (
 //   - a rollout in progress keeps the payload it started with, whatever
 //     the platform changes meanwhile;
 //   - a settled pool follows spec.management.managementUpdates: NewNodes
-//     serves the latest payload; OnNextRollout serves the running nodes'
+//     and Rollout serve the latest payload (Rollout then rolls the drift
+//     through a forced rollout); OnNextRollout serves the running nodes'
 //     pinned components plus the current fresh ones.
 func tokenPointer(in Input, target, running *UserData, started bool, p *Plan) string {
 	tokenName := payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
@@ -36,7 +37,7 @@ func tokenPointer(in Input, target, running *UserData, started bool, p *Plan) st
 		}
 		return current
 	}
-	if in.Pool.Spec.Management.ManagementUpdates == nodepoolv1.ManagementUpdatesNewNodes {
+	if pol := in.Pool.Spec.Management.ManagementUpdates; pol == nodepoolv1.ManagementUpdatesNewNodes || pol == nodepoolv1.ManagementUpdatesRollout {
 		store(in, in.Latest, p)
 		return in.Latest.Hash
 	}

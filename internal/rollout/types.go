@@ -66,6 +66,12 @@ type MachineDeployment struct {
 	Complete bool
 	// Replicas, ReadyReplicas and UpToDateReplicas are from its status.
 	Replicas, ReadyReplicas, UpToDateReplicas int32
+	// RolloutAfter is its spec.rollout.after: the last forced rollout.
+	RolloutAfter *time.Time
+	// MachinesBeforeRolloutAfter counts its machines created before
+	// RolloutAfter that are not being deleted: a forced rollout is in
+	// progress while it is above 0.
+	MachinesBeforeRolloutAfter int32
 }
 
 // UserData is a user-data Secret, with the hashes it was made for (kept in
@@ -128,6 +134,18 @@ type Plan struct {
 	// Delete lists Secret names no object references any more, past the
 	// grace period.
 	Delete []string
+	// Record is set when a rollout starts: the controller writes it to the
+	// pool's history.
+	Record *Record
+	// Completed is set on the first reconcile that sees a rollout done.
+	Completed *Completion
+	// Settled is true when every machine runs the target and no rollout,
+	// forced or not, is in progress or starting: a rollout on record that
+	// is still in progress has completed.
+	Settled bool
+	// scheduled is a forced rollout waiting for its time; deferredForce one
+	// waiting for the pause to end.
+	scheduled, deferredForce *force
 	// RequeueAfter is when the engine wants to look again (token rotation,
 	// pause expiry, cleanup); 0 means no need.
 	RequeueAfter time.Duration
@@ -155,9 +173,50 @@ type MachineDeploymentTarget struct {
 	DataSecretName string
 	Version        string
 	TemplateName   string
+	// RolloutAfter, when set, is written to spec.rollout.after: Cluster API
+	// replaces every machine created before it.
+	RolloutAfter *time.Time
 }
 
 // Event is a Kubernetes event on the pool.
 type Event struct {
 	Type, Reason, Message string
+}
+
+// Initiator says who started a rollout.
+type Initiator string
+
+// Initiators of rollouts.
+const (
+	// InitiatorSpec is an owner change of the configuration.
+	InitiatorSpec Initiator = "spec"
+	// InitiatorVersion is an owner change of the release version only.
+	InitiatorVersion Initiator = "version"
+	// InitiatorRestart is spec.management.rolloutAfter.
+	InitiatorRestart Initiator = "restart"
+	// InitiatorPlatform is a platform request to apply pending drift
+	// (`kubectl nodepool rollout apply-pending`).
+	InitiatorPlatform Initiator = "platform"
+	// InitiatorPolicy is managementUpdates: Rollout applying drift.
+	InitiatorPolicy Initiator = "policy"
+)
+
+// Record describes a rollout that starts.
+type Record struct {
+	Initiator   Initiator
+	RolloutHash string
+	PayloadHash string
+	// Changed lists the components whose digest differs from the payload
+	// the machines ran before.
+	Changed []string
+	Started time.Time
+	// ForcedAt is the time machines must be newer than, for forced rollouts.
+	ForcedAt *time.Time
+}
+
+// Completion describes a rollout that just completed.
+type Completion struct {
+	RolloutHash string
+	PayloadHash string
+	Completed   time.Time
 }

@@ -283,7 +283,9 @@ func TestDecodePayloadSaysWhatIsWrong(t *testing.T) {
 		{"gzip of not JSON", secret(func(s *corev1.Secret) { s.Data[secrets.KeyIgnition] = secrets.Gzip([]byte("{")) }), "does not inflate to JSON"},
 		{"bad manifest", secret(func(s *corev1.Secret) { s.Data[secrets.KeyManifest] = []byte("[]") }), "manifest.json is not a JSON object"},
 		{"bad fragments", secret(func(s *corev1.Secret) { s.Data[secrets.KeyFragments] = secrets.Gzip([]byte("null")) }), "fragments.json.gz is not a JSON object"},
-		{"fragments disagree", secret(func(s *corev1.Secret) { s.Data[secrets.KeyFragments] = secrets.Gzip([]byte(`{"release":{},"apiserver-proxy":{}}`)) }), "has digest"},
+		{"fragments disagree", secret(func(s *corev1.Secret) {
+			s.Data[secrets.KeyFragments] = secrets.Gzip([]byte(`{"release":{},"apiserver-proxy":{}}`))
+		}), "has digest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := secrets.DecodePayload(tc.s)

@@ -1,6 +1,6 @@
 // Package generated checks that the committed generated files (deepcopy code,
-// CRDs, the copies of the Cluster API CRDs) are what `make generate` makes
-// from the current sources.
+// CRDs and RBAC of nodepool and the sim provider, the copies of the Cluster
+// API CRDs) are what `make generate` makes from the current sources.
 package generated
 
 import (
@@ -34,18 +34,41 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	}
 	gen := controllerGen(t, root)
 
-	// CRDs: generate into a temporary folder and compare file by file.
-	crdDir := t.TempDir()
-	run(t, root, gen, "crd", "paths=./api/...", "output:crd:artifacts:config="+crdDir)
-	compareDirs(t, crdDir, filepath.Join(root, "config/crd/bases"), "*.yaml")
+	// CRDs and RBAC: generate into a temporary folder and compare file by
+	// file, with the arguments of `make generate`.
+	for _, g := range []struct {
+		args      []string
+		committed string
+	}{
+		{[]string{"crd", "paths=./api/..."}, "config/crd/bases"},
+		{[]string{"crd", "paths=./internal/sim/api/..."}, "config/sim/crd/bases"},
+		{[]string{"rbac:roleName=nodepool-sim-provider", "paths=./internal/sim/..."}, "config/sim/rbac"},
+	} {
+		out := t.TempDir()
+		kind := "crd"
+		if g.args[0] != "crd" {
+			kind = "rbac"
+		}
+		run(t, root, gen, append(g.args, "output:"+kind+":artifacts:config="+out)...)
+		compareDirs(t, out, filepath.Join(root, g.committed), "*.yaml")
+	}
+	// The controller's ClusterRole sits beside hand-written RBAC files.
+	rbacOut := t.TempDir()
+	run(t, root, gen, "rbac:roleName=nodepool-controller", "paths=./internal/controller/...", "output:rbac:artifacts:config="+rbacOut)
+	compareDirs(t, rbacOut, filepath.Join(root, "config/rbac"), "role.yaml")
 
 	// Deepcopy: controller-gen writes next to the types, so generate in a
-	// copy of the api folder.
+	// copy of the API folders.
 	work := t.TempDir()
 	copyTree(t, root, work, "go.mod", "go.sum", "hack/boilerplate.go.txt")
-	copyDir(t, filepath.Join(root, "api/v1alpha1"), filepath.Join(work, "api/v1alpha1"))
+	for _, api := range []string{"api/v1alpha1", "internal/sim/api/v1alpha1"} {
+		copyDir(t, filepath.Join(root, api), filepath.Join(work, api))
+	}
 	run(t, work, gen, "object:headerFile=hack/boilerplate.go.txt", "paths=./api/...")
-	compareDirs(t, filepath.Join(work, "api/v1alpha1"), filepath.Join(root, "api/v1alpha1"), "zz_generated.*.go")
+	run(t, work, gen, "object:headerFile=hack/boilerplate.go.txt", "paths=./internal/sim/api/...")
+	for _, api := range []string{"api/v1alpha1", "internal/sim/api/v1alpha1"} {
+		compareDirs(t, filepath.Join(work, api), filepath.Join(root, api), "zz_generated.*.go")
+	}
 }
 
 func TestCAPICRDCopiesAreCurrent(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/capi"
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 )
 
 // Options says what to run besides the API server.
@@ -29,7 +30,7 @@ type Options struct {
 	// WithoutCAPIControllers starts only the API server with the CRDs, for
 	// tests of API validation.
 	WithoutCAPIControllers bool
-	// CRDs are installed besides Cluster API's and nodepool's.
+	// CRDs are installed besides those of Cluster API, nodepool and the sim provider.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// AddToScheme registers more types on the shared scheme.
 	AddToScheme []func(*runtime.Scheme) error
@@ -39,7 +40,8 @@ type Options struct {
 type Env struct {
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
-	// Scheme knows client-go, Cluster API v1beta2, nodepool and Options.AddToScheme types.
+	// Scheme knows client-go, Cluster API v1beta2, nodepool, the sim
+	// provider and Options.AddToScheme types.
 	Scheme *runtime.Scheme
 	// Client is an uncached client: reads see every write at once.
 	Client client.Client
@@ -68,15 +70,18 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		return nil, err
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range append([]func(*runtime.Scheme) error{capi.AddToScheme, nodepoolv1.AddToScheme}, opts.AddToScheme...) {
+	for _, add := range append([]func(*runtime.Scheme) error{capi.AddToScheme, nodepoolv1.AddToScheme, simv1.AddToScheme}, opts.AddToScheme...) {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
 	}
 	env := &envtest.Environment{
-		BinaryAssetsDirectory:    assets,
-		CRDs:                     append(capiCRDs, opts.CRDs...),
-		CRDDirectoryPaths:        []string{filepath.Join(root, "config", "crd", "bases")},
+		BinaryAssetsDirectory: assets,
+		CRDs:                  append(capiCRDs, opts.CRDs...),
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "config", "crd", "bases"),
+			filepath.Join(root, "config", "sim", "crd", "bases"),
+		},
 		ErrorIfCRDPathMissing:    true,
 		Scheme:                   scheme,
 		ControlPlaneStartTimeout: 2 * time.Minute,

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,101 +16,102 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	"nodepool.dev/nodepool/internal/sim"
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/sim/simtest"
 	"nodepool.dev/nodepool/test/harness"
-	"nodepool.dev/nodepool/test/harness/testinfra"
 )
 
-var env *harness.Env
+var (
+	env *harness.Env
+	ps  *simtest.PayloadServer
+)
 
 func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
 	ctx := context.Background()
 	var err error
-	env, err = harness.Start(ctx, harness.Options{CRDs: testinfra.CRDs()})
+	env, err = harness.Start(ctx, harness.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Scheme: env.Scheme, Cache: sim.CacheOptions(), Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err == nil {
-		err = (&testinfra.MachineReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+		err = sim.SetupWithManager(env.Context(), mgr, sim.Options{})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		_ = env.Stop()
-		os.Exit(1)
+		return 1
 	}
 	env.Run(mgr)
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	dir, err := os.MkdirTemp("", "harness-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	os.Exit(code)
+	defer func() { _ = os.RemoveAll(dir) }()
+	if ps, err = simtest.StartPayloadServer(env.Context(), env.Config, dir, ctrl.Log.WithName("payload-server")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
 }
 
 // TestMachineDeploymentRollsOnDataSecretNameChange proves the harness: the
-// real Cluster API controllers turn a MachineDeployment of 3 into 3 Machines
-// with nodeRefs, and a new dataSecretName replaces every one of them.
+// real Cluster API controllers turn a MachineDeployment of 3 over the sim
+// provider into 3 Machines with nodeRefs (each machine fetching its payload
+// from the real payload server), and a new dataSecretName replaces every
+// one of them.
 func TestMachineDeploymentRollsOnDataSecretNameChange(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 	ns := env.NewNamespace(t)
-	if _, err := testinfra.CreateCluster(ctx, c, env.Config, ns, "c1"); err != nil {
+	if _, err := simtest.CreateCluster(ctx, c, ns, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := testinfra.CreateMachineTemplate(ctx, c, ns, "workers"); err != nil {
+	if err := simtest.CreateMachineTemplate(ctx, c, ns, "workers", simv1.SimMachineSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{
-		clusterv1.ClusterNameLabel:           "c1",
-		clusterv1.MachineDeploymentNameLabel: "workers",
+	a, err := ps.CreateBoot(ctx, c, ns, "c1", "workers", "a")
+	if err != nil {
+		t.Fatal(err)
 	}
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: "c1",
-			Replicas:    ptr.To[int32](3),
-			Selector:    metav1.LabelSelector{MatchLabels: labels},
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				},
-			}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: "c1",
-					Version:     "v1.36.3",
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To("userdata-a")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: testinfra.Group, Kind: testinfra.KindMachineTemplate, Name: "workers",
-					},
-				},
-			},
-		},
+	b, err := ps.CreateBoot(ctx, c, ns, "c1", "workers", "b")
+	if err != nil {
+		t.Fatal(err)
 	}
+	md := simtest.MachineDeployment(ns, "c1", "workers", "workers", a.UserData, 3)
 	if err := c.Create(ctx, md); err != nil {
 		t.Fatal(err)
 	}
-	first := waitForMachines(t, ns, "userdata-a", 3, nil)
+	first := waitForMachines(t, ns, a, 3, nil)
 
 	if err := c.Get(ctx, client.ObjectKeyFromObject(md), md); err != nil {
 		t.Fatal(err)
 	}
 	before := md.DeepCopy()
-	md.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To("userdata-b")
+	md.Spec.Template.Spec.Bootstrap.DataSecretName = ptr.To(b.UserData)
 	if err := c.Patch(ctx, md, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	waitForMachines(t, ns, "userdata-b", 3, first)
+	waitForMachines(t, ns, b, 3, first)
 }
 
 // waitForMachines waits until the namespace holds exactly n Machines, all
-// with a nodeRef to a Ready Node and the given dataSecretName, none of them
-// in exclude, and returns their UIDs.
-func waitForMachines(t *testing.T, ns, dataSecret string, n int, exclude sets.Set[string]) sets.Set[string] {
+// booted from boot's user-data with a nodeRef to a Node carrying boot's
+// payload labels, none of them in exclude, and returns their UIDs.
+func waitForMachines(t *testing.T, ns string, boot *simtest.Boot, n int, exclude sets.Set[string]) sets.Set[string] {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	var last string
@@ -125,16 +124,22 @@ func waitForMachines(t *testing.T, ns, dataSecret string, n int, exclude sets.Se
 		ok := len(list.Items) == n
 		for _, m := range list.Items {
 			uids.Insert(string(m.UID))
-			if !m.Status.NodeRef.IsDefined() || ptr.Deref(m.Spec.Bootstrap.DataSecretName, "") != dataSecret || exclude.Has(string(m.UID)) {
+			if !m.Status.NodeRef.IsDefined() || ptr.Deref(m.Spec.Bootstrap.DataSecretName, "") != boot.UserData || exclude.Has(string(m.UID)) {
 				ok = false
 				continue
 			}
 			node := &corev1.Node{}
 			if err := env.Client.Get(context.Background(), client.ObjectKey{Name: m.Status.NodeRef.Name}, node); err != nil {
 				ok = false
+				continue
+			}
+			for k, v := range boot.NodeLabels() {
+				if node.Labels[k] != v {
+					ok = false
+				}
 			}
 		}
-		last = fmt.Sprintf("%d machines, want %d on %s", len(list.Items), n, dataSecret)
+		last = fmt.Sprintf("%d machines, want %d on %s", len(list.Items), n, boot.UserData)
 		if ok {
 			return uids
 		}

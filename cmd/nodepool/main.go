@@ -1,0 +1,52 @@
+// Command nodepool is the one binary of nodepool: each part of the system
+// (DESIGN.md §2) is a subcommand, wired here from the package that owns it.
+// Run under the name kubectl-nodepool (a symlink or copy on the PATH), it is
+// the kubectl plugin instead.
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"nodepool.dev/nodepool/internal/cli"
+	"nodepool.dev/nodepool/internal/controller"
+	"nodepool.dev/nodepool/internal/devenv"
+	"nodepool.dev/nodepool/internal/payloadserver"
+	"nodepool.dev/nodepool/internal/sim"
+)
+
+func main() {
+	if isPlugin(os.Args[0]) {
+		cli.Main()
+	}
+	if err := newRootCommand().ExecuteContext(context.Background()); err != nil {
+		os.Exit(1)
+	}
+}
+
+// newRootCommand returns `nodepool` with its subcommands.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "nodepool",
+		Short:         "Pools of worker machines on Cluster API with predictable rollouts",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.AddCommand(
+		controller.NewCommand(),
+		payloadserver.NewCommand(),
+		sim.NewCommand(),
+		devenv.NewCommand(),
+	)
+	return root
+}
+
+// isPlugin reports whether the binary runs as the kubectl plugin: under the
+// name kubectl-nodepool (kubectl-nodepool.exe on Windows).
+func isPlugin(argv0 string) bool {
+	return strings.TrimSuffix(filepath.Base(argv0), ".exe") == "kubectl-nodepool"
+}

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// recordHistory writes the plan's rollout record as a new revision, marks
+// the one it supersedes, records a completion, and prunes old revisions.
+func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, plan rollout.Plan) error {
+	if plan.Record == nil && !plan.Settled {
+		return nil
+	}
+	list := &appsv1.ControllerRevisionList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
+		return fmt.Errorf("listing the pool's history: %w", err)
+	}
+	var owned []appsv1.ControllerRevision
+	for _, cr := range list.Items {
+		if metav1IsControlledBy(&cr, pool) {
+			owned = append(owned, cr)
+		}
+	}
+	history.Sort(owned)
+	finish := func(outcome string, at time.Time) error {
+		for i := range owned {
+			cr := &owned[i]
+			if cr.Annotations[history.AnnotationOutcome] != history.OutcomeInProgress {
+				continue
+			}
+			before := cr.DeepCopy()
+			cr.Annotations[history.AnnotationOutcome] = outcome
+			cr.Annotations[history.AnnotationCompleted] = at.UTC().Format(time.RFC3339)
+			if err := r.Client.Patch(ctx, cr, client.MergeFrom(before)); err != nil {
+				return fmt.Errorf("recording the outcome of revision %d: %w", cr.Revision, err)
+			}
+			if outcome == history.OutcomeComplete {
+				e, _ := history.Decode(cr)
+				observeRolloutCompleted(pool, e.Initiator, outcome, at.Sub(e.Started))
+			} else {
+				e, _ := history.Decode(cr)
+				observeRolloutCompleted(pool, e.Initiator, outcome, 0)
+			}
+		}
+		return nil
+	}
+	if plan.Settled {
+		if err := finish(history.OutcomeComplete, r.now()); err != nil {
+			return err
+		}
+	}
+	if plan.Record == nil {
+		return nil
+	}
+	if err := finish(history.OutcomeSuperseded, plan.Record.Started); err != nil {
+		return err
+	}
+	next := int64(1)
+	if len(owned) > 0 {
+		next = owned[len(owned)-1].Revision + 1
+	}
+	e := history.Entry{
+		Revision: next, Initiator: string(plan.Record.Initiator), RolloutHash: plan.Record.RolloutHash,
+		PayloadHash: plan.Record.PayloadHash, Changed: plan.Record.Changed, Started: plan.Record.Started,
+		ForcedAt: plan.Record.ForcedAt, Spec: pool.Spec,
+	}
+	if in != nil {
+		for _, s := range in.Sources {
+			e.Sources = append(e.Sources, history.Source{Kind: s.Kind, Name: s.Name, Digest: s.Digest})
+		}
+	}
+	cr, err := history.New(pool.Namespace, pool.Name, e)
+	if err != nil {
+		return err
+	}
+	if err := controllerutil.SetControllerReference(pool, cr, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, cr); err != nil {
+		return fmt.Errorf("recording revision %d: %w", next, err)
+	}
+	observeRolloutStarted(pool, e.Initiator)
+	owned = append(owned, *cr)
+	for len(owned) > r.Settings.HistoryLimit {
+		if err := r.Client.Delete(ctx, &owned[0]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("pruning revision %d: %w", owned[0].Revision, err)
+		}
+		owned = owned[1:]
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// Metrics of the NodePool controller, on controller-runtime's registry
+// (served at --metrics-bind-address).
+var (
+	pendingDrift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nodepool_pending_management_drift",
+		Help: "1 for each payload component in which a pool's running nodes differ from the latest platform payload.",
+	}, []string{"namespace", "pool", "component"})
+	driftAge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nodepool_pending_management_drift_age_seconds",
+		Help: "How long each pending management component has been pending.",
+	}, []string{"namespace", "pool", "component"})
+	rolloutsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodepool_rollouts_started_total",
+		Help: "Rollouts started, by initiator (spec, version, restart, platform, policy).",
+	}, []string{"namespace", "pool", "initiator"})
+	rolloutsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodepool_rollouts_completed_total",
+		Help: "Rollouts ended, by initiator and outcome (Complete, Superseded).",
+	}, []string{"namespace", "pool", "initiator", "outcome"})
+	rolloutDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "nodepool_rollout_duration_seconds",
+		Help:    "Duration of completed rollouts.",
+		Buckets: prometheus.ExponentialBuckets(10, 2, 12), // 10s to ~5.7h
+	}, []string{"initiator"})
+	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodepool_reconcile_errors_total",
+		Help: "Reconciles of a pool that failed, by stage.",
+	}, []string{"namespace", "pool", "stage"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, rolloutDuration, reconcileErrors)
+}
+
+// observeDrift replaces the pool's drift series with its pending rows.
+func observeDrift(pool *nodepoolv1.NodePool, now time.Time) {
+	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
+	pendingDrift.DeletePartialMatch(labels)
+	driftAge.DeletePartialMatch(labels)
+	for _, row := range pool.Status.PendingManagementChanges {
+		pendingDrift.WithLabelValues(pool.Namespace, pool.Name, row.Component).Set(1)
+		driftAge.WithLabelValues(pool.Namespace, pool.Name, row.Component).Set(now.Sub(row.Since.Time).Seconds())
+	}
+}
+
+func forgetPool(pool *nodepoolv1.NodePool) {
+	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
+	for _, v := range []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, reconcileErrors} {
+		v.DeletePartialMatch(labels)
+	}
+}
+
+func observeRolloutStarted(pool *nodepoolv1.NodePool, initiator string) {
+	rolloutsStarted.WithLabelValues(pool.Namespace, pool.Name, initiator).Inc()
+}
+
+func observeRolloutCompleted(pool *nodepoolv1.NodePool, initiator, outcome string, d time.Duration) {
+	rolloutsCompleted.WithLabelValues(pool.Namespace, pool.Name, initiator, outcome).Inc()
+	if d > 0 {
+		rolloutDuration.WithLabelValues(initiator).Observe(d.Seconds())
+	}
+}
+
+func observeReconcileError(pool *nodepoolv1.NodePool, stage string) {
+	reconcileErrors.WithLabelValues(pool.Namespace, pool.Name, stage).Inc()
+}

@@ -1,0 +1,229 @@
+package devenv
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Validity of what the dev environment generates. Authorities and the
+// service-account key are kept in <data-dir>/pki, so kubeconfigs, tokens and
+// the payload server CA pinned in user-data stay valid across restarts;
+// leaf certificates are issued afresh at every start.
+const (
+	caValidity   = 10 * 365 * 24 * time.Hour
+	leafValidity = 365 * 24 * time.Hour
+)
+
+// authority is a certificate authority whose key lives in the data dir.
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// pem is the CA certificate, as clients trust it.
+	pem []byte
+}
+
+// loadOrCreateCA reads the CA <dir>/<name>.crt and .key, or creates them.
+func loadOrCreateCA(dir, name, commonName string) (*authority, error) {
+	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	certPEM, certErr := os.ReadFile(certPath)
+	keyPEM, keyErr := os.ReadFile(keyPath)
+	if certErr == nil && keyErr == nil {
+		ca, err := parseAuthority(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA %s: %w; delete %s to start the dev environment afresh", certPath, err, filepath.Dir(dir))
+		}
+		if time.Now().After(ca.cert.NotAfter) {
+			return nil, fmt.Errorf("the CA %s expired on %s; delete %s to start the dev environment afresh", certPath, ca.cert.NotAfter.Format(time.DateOnly), filepath.Dir(dir))
+		}
+		return ca, nil
+	}
+	if !errors.Is(certErr, os.ErrNotExist) || !errors.Is(keyErr, os.ErrNotExist) {
+		return nil, fmt.Errorf("the CA %s and its key %s must both exist or both be missing: %w", certPath, keyPath, errors.Join(certErr, keyErr))
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(caValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err = encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := writeFile(keyPath, keyPEM); err != nil {
+		return nil, err
+	}
+	if err := writeFile(certPath, certPEM); err != nil {
+		return nil, err
+	}
+	return parseAuthority(certPEM, keyPEM)
+}
+
+func parseAuthority(certPEM, keyPEM []byte) (*authority, error) {
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return nil, errors.New("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &authority{cert: cert, key: key, pem: certPEM}, nil
+}
+
+// leaf is what a certificate is for.
+type leaf struct {
+	commonName    string
+	organizations []string
+	// hosts are DNS names or IP addresses of a serving certificate.
+	hosts  []string
+	client bool
+}
+
+// issue returns a new certificate and key, PEM-encoded.
+func (ca *authority) issue(l leaf) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: l.commonName, Organization: l.organizations},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(leafValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if l.client {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	for _, h := range l.hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keyPEM, err = encodeKey(key); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+// issueFiles issues a certificate and writes it and its key to
+// <dir>/<name>.crt and .key.
+func (ca *authority) issueFiles(dir, name string, l leaf) (certFile, keyFile string, err error) {
+	c, k, err := ca.issue(l)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := writeFile(keyFile, k); err != nil {
+		return "", "", err
+	}
+	if err := writeFile(certFile, c); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
+}
+
+// loadOrCreateKey returns the path of a persisted private key, creating
+// it when missing (the service-account signing key).
+func loadOrCreateKey(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if _, err := parseKey(b); err != nil {
+			return "", fmt.Errorf("reading the key %s: %w; delete it to generate a new one", path, err)
+		}
+		return path, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	b, err := encodeKey(key)
+	if err != nil {
+		return "", err
+	}
+	return path, writeFile(path, b)
+}
+
+// encodeKey writes an EC key in SEC 1 form ("EC PRIVATE KEY"), which
+// kube-apiserver reads for serving, client and service-account keys.
+func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+func parseKey(b []byte) (*ecdsa.PrivateKey, error) {
+	kb, _ := pem.Decode(b)
+	if kb == nil || kb.Type != "EC PRIVATE KEY" {
+		return nil, errors.New("no PEM EC private key")
+	}
+	return x509.ParseECPrivateKey(kb.Bytes)
+}
+
+// writeFile replaces path atomically with b, readable by the owner only,
+// so a watcher (the payload server's certificate watcher) never reads half
+// a file.
+func writeFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		_ = tmp.Close()
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand does not fail
+	}
+	return n
+}

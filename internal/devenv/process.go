@@ -1,0 +1,93 @@
+package devenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// process is a child process (etcd, kube-apiserver) whose output goes to a
+// log file in the data dir.
+type process struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error // set when done is closed
+}
+
+// startProcess starts path with args, output appended to logPath. The child
+// runs in its own process group, so a Ctrl-C in the terminal reaches only
+// nodepool, which stops its controllers before the API server and etcd;
+// on Linux it is also killed if nodepool dies.
+func startProcess(name, path string, args []string, logPath string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
+	}
+	fmt.Fprintf(logFile, "\n==== %s %s\n", time.Now().Format(time.RFC3339), path)
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = childProcAttr()
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting %s (%s): %w", name, path, err)
+	}
+	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended, and why.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// failure describes an unexpected exit with the end of the process's log.
+func (p *process) failure() error {
+	return fmt.Errorf("%s exited (%v); the end of its log %s:\n%s", p.name, p.err, p.logPath, tail(p.logPath, 15))
+}
+
+// stop sends SIGTERM and waits up to timeout, then kills the process.
+func (p *process) stop(timeout time.Duration) error {
+	if p == nil {
+		return nil
+	}
+	if done, _ := p.exited(); done {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not stop within %s after SIGTERM and was killed", p.name, timeout)
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(cannot read it: " + err.Error() + ")"
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

@@ -1,0 +1,106 @@
+// Package history is the record of a pool's rollouts: one ControllerRevision
+// per rollout, owned by the pool, holding who started it, the hashes, the
+// changed components, and the owner-facing spec with the digests of the
+// ConfigMaps and Secrets it referenced (so an undo can restore it and tell
+// whether their content changed since). The controller writes it; the CLI reads it.
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// Annotations on a revision; they change as the rollout progresses (the
+// revision's data is immutable).
+const (
+	AnnotationOutcome   = "nodepool.dev/outcome"
+	AnnotationCompleted = "nodepool.dev/completed"
+)
+
+// Outcomes of a rollout.
+const (
+	OutcomeInProgress = "InProgress"
+	OutcomeComplete   = "Complete"
+	// OutcomeSuperseded: a newer rollout started before this one completed.
+	OutcomeSuperseded = "Superseded"
+)
+
+// Source is a ConfigMap or Secret the spec referenced, with the digest of
+// its content at that revision.
+type Source struct {
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// Entry is one rollout of a pool.
+type Entry struct {
+	Revision    int64     `json:"revision"`
+	Initiator   string    `json:"initiator"`
+	RolloutHash string    `json:"rolloutHash"`
+	PayloadHash string    `json:"payloadHash"`
+	Changed     []string  `json:"changedComponents,omitempty"`
+	Started     time.Time `json:"started"`
+	// ForcedAt is set for forced rollouts: machines created before it were replaced.
+	ForcedAt *time.Time `json:"forcedAt,omitempty"`
+	// Spec is the owner-facing spec at this revision.
+	Spec    nodepoolv1.NodePoolSpec `json:"spec"`
+	Sources []Source                `json:"sources,omitempty"`
+
+	// Outcome and Completed come from the revision's annotations.
+	Outcome   string     `json:"outcome"`
+	Completed *time.Time `json:"completed,omitempty"`
+}
+
+// Name of the revision of a pool.
+func Name(pool string, revision int64) string { return fmt.Sprintf("%s-r%d", pool, revision) }
+
+// New returns the ControllerRevision recording e (unowned: the caller sets
+// the owner reference).
+func New(namespace, pool string, e Entry) (*appsv1.ControllerRevision, error) {
+	data := e
+	data.Outcome, data.Completed = "", nil
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	return &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   namespace,
+			Name:        Name(pool, e.Revision),
+			Labels:      map[string]string{nodepoolv1.LabelPool: pool},
+			Annotations: map[string]string{AnnotationOutcome: OutcomeInProgress},
+		},
+		Data:     runtime.RawExtension{Raw: raw},
+		Revision: e.Revision,
+	}, nil
+}
+
+// Decode reads a revision back.
+func Decode(cr *appsv1.ControllerRevision) (Entry, error) {
+	var e Entry
+	if err := json.Unmarshal(cr.Data.Raw, &e); err != nil {
+		return Entry{}, fmt.Errorf("ControllerRevision %s/%s is not a nodepool rollout record: %w", cr.Namespace, cr.Name, err)
+	}
+	e.Revision = cr.Revision
+	e.Outcome = cr.Annotations[AnnotationOutcome]
+	if v := cr.Annotations[AnnotationCompleted]; v != "" {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			e.Completed = &t
+		}
+	}
+	return e, nil
+}
+
+// Sort orders revisions oldest first.
+func Sort(crs []appsv1.ControllerRevision) {
+	sort.Slice(crs, func(i, j int) bool { return crs[i].Revision < crs[j].Revision })
+}

@@ -1,0 +1,48 @@
+package inputs
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// SourceDigest is the digest Gather records in Inputs.Sources for a
+// ConfigMap or Secret: "sha256:<hex>" over its data in canonical form. The
+// rollout history keeps it per revision; `kubectl nodepool rollout undo`
+// compares it with the object's current content.
+func SourceDigest(obj client.Object) (string, error) {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return dataDigest(o.Data, o.BinaryData), nil
+	case *corev1.Secret:
+		return dataDigest(nil, o.Data), nil
+	}
+	return "", fmt.Errorf("%T is not a ConfigMap or Secret: only their content is recorded", obj)
+}
+
+// References reports whether pool reads obj, a ConfigMap or Secret of its
+// namespace, as an input: a user config of spec.config, the trust bundle
+// or the pull secret. (Every pool also reads the management config.)
+func References(pool *nodepoolv1.NodePool, obj client.Object) bool {
+	if obj.GetNamespace() != pool.Namespace {
+		return false
+	}
+	if _, isSecret := obj.(*corev1.Secret); isSecret {
+		return pool.Spec.PullSecretRef != nil && pool.Spec.PullSecretRef.Name == obj.GetName()
+	}
+	if _, isCM := obj.(*corev1.ConfigMap); !isCM {
+		return false
+	}
+	if pool.Spec.AdditionalTrustBundleRef != nil && pool.Spec.AdditionalTrustBundleRef.Name == obj.GetName() {
+		return true
+	}
+	for _, c := range pool.Spec.Config {
+		if c.Name == obj.GetName() {
+			return true
+		}
+	}
+	return false
+}

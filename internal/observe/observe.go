@@ -1,0 +1,224 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/secrets"
+)
+
+// Latest gathers the pool's inputs through c, renders the latest payload
+// and fills in.Latest, in.Hashes, in.TemplateName and in.RenderErr. A
+// problem with the pool's inputs (a missing or bad ConfigMap, an invalid
+// payload) is not an error: it is in.RenderErr, and the gathered inputs
+// are nil. The error returned is transient (the API server could not be
+// read): retry.
+func Latest(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, s inputs.Settings, in *rollout.Input) (*inputs.Inputs, error) {
+	gathered, err := inputs.Gather(ctx, c, pool, s)
+	if err != nil && inputs.Reason(err) == "" {
+		return nil, fmt.Errorf("gathering inputs: %w", err)
+	}
+	if err == nil {
+		in.Latest, in.Hashes, err = payload.Render(gathered)
+		if err == nil {
+			in.TemplateName = payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(gathered.InfrastructureTemplate))
+		}
+	}
+	in.RenderErr = err
+	if err != nil {
+		return nil, nil
+	}
+	return gathered, nil
+}
+
+// Objects is what one read of a pool found, as read.
+type Objects struct {
+	// MachineDeployment is the pool's, nil if absent.
+	MachineDeployment *clusterv1.MachineDeployment
+	MachineSets       []clusterv1.MachineSet
+	Machines          []clusterv1.Machine
+	// UserData and Tokens are the pool's Secrets of that kind, by name.
+	UserData map[string]*corev1.Secret
+	Tokens   map[string]*corev1.Secret
+	// DecodedTokens are Tokens decoded, by name.
+	DecodedTokens map[string]secrets.Token
+	// Payloads are the pool's payload Secrets, by payload hash.
+	Payloads map[string]*corev1.Secret
+}
+
+// Read reads the pool's MachineDeployment, MachineSets, Machines and owned
+// Secrets through c, and fills in.MachineDeployment, in.UserData,
+// in.Tokens, in.Payloads and in.Referenced. A token or payload Secret that
+// cannot be decoded is skipped and logged on log. Nodes are not read: they
+// live in the workload cluster.
+func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *rollout.Input, log logr.Logger) (*Objects, error) {
+	o := &Objects{UserData: map[string]*corev1.Secret{}, Tokens: map[string]*corev1.Secret{}, DecodedTokens: map[string]secrets.Token{}, Payloads: map[string]*corev1.Secret{}}
+	ns := client.InNamespace(pool.Namespace)
+	owned := client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}
+
+	md := &clusterv1.MachineDeployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, md); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("reading MachineDeployment: %w", err)
+	} else if err == nil {
+		o.MachineDeployment = md
+	}
+	msList := &clusterv1.MachineSetList{}
+	if err := c.List(ctx, msList, ns, owned); err != nil {
+		return nil, fmt.Errorf("listing MachineSets: %w", err)
+	}
+	o.MachineSets = msList.Items
+	mList := &clusterv1.MachineList{}
+	if err := c.List(ctx, mList, ns, owned); err != nil {
+		return nil, fmt.Errorf("listing Machines: %w", err)
+	}
+	o.Machines = mList.Items
+
+	in.Referenced = map[string]bool{}
+	refer := func(name *string) {
+		if name != nil && *name != "" {
+			in.Referenced[*name] = true
+		}
+	}
+	if o.MachineDeployment != nil {
+		refer(o.MachineDeployment.Spec.Template.Spec.Bootstrap.DataSecretName)
+	}
+	for i := range msList.Items {
+		refer(msList.Items[i].Spec.Template.Spec.Bootstrap.DataSecretName)
+	}
+	for i := range mList.Items {
+		refer(mList.Items[i].Spec.Bootstrap.DataSecretName)
+	}
+
+	sList := &corev1.SecretList{}
+	if err := c.List(ctx, sList, ns, client.MatchingLabels{secrets.LabelPool: pool.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pool's Secrets: %w", err)
+	}
+	in.UserData = map[string]rollout.UserData{}
+	in.Tokens = map[string]rollout.Token{}
+	in.Payloads = map[string]*payload.Payload{}
+	for i := range sList.Items {
+		s := &sList.Items[i]
+		if !metav1.IsControlledBy(s, pool) {
+			continue
+		}
+		switch secrets.KindOf(s) {
+		case KindUserData:
+			o.UserData[s.Name] = s
+			in.UserData[s.Name] = DecodeUserData(s)
+		case secrets.KindToken:
+			t, err := secrets.DecodeToken(s)
+			if err != nil {
+				log.Error(err, "ignoring an unreadable token Secret", "secret", s.Name)
+				continue
+			}
+			o.Tokens[s.Name], o.DecodedTokens[s.Name] = s, t
+			tok := rollout.Token{Name: s.Name, RolloutHash: s.Annotations[AnnotationRolloutHash], PayloadHash: t.PayloadHash, RotatedAt: t.RotatedAt, Created: s.CreationTimestamp.Time}
+			if at, ok, _ := secrets.FirstFetch(s); ok {
+				tok.FirstFetch = &at
+			}
+			in.Tokens[s.Name] = tok
+		case secrets.KindPayload:
+			pl, err := DecodePayload(pool.Name, s)
+			if err != nil {
+				log.Error(err, "ignoring an unreadable payload Secret", "secret", s.Name)
+				continue
+			}
+			o.Payloads[pl.Hash] = s
+			in.Payloads[pl.Hash] = pl
+		}
+	}
+
+	if o.MachineDeployment != nil {
+		in.MachineDeployment = Summarize(o.MachineDeployment, msList.Items, mList.Items)
+	}
+	return o, nil
+}
+
+// Summarize reduces a MachineDeployment and its MachineSets to what the
+// engine needs: the target, what the machines run, and whether the rollout
+// is complete.
+func Summarize(md *clusterv1.MachineDeployment, sets []clusterv1.MachineSet, machines []clusterv1.Machine) *rollout.MachineDeployment {
+	target := ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "")
+	out := &rollout.MachineDeployment{
+		DataSecretName:   target,
+		Version:          md.Spec.Template.Spec.Version,
+		Replicas:         ptr.Deref(md.Status.Replicas, 0),
+		ReadyReplicas:    ptr.Deref(md.Status.ReadyReplicas, 0),
+		UpToDateReplicas: ptr.Deref(md.Status.UpToDateReplicas, 0),
+	}
+	// Machine sets that still have machines, oldest first.
+	var live []clusterv1.MachineSet
+	for _, ms := range sets {
+		if ptr.Deref(ms.Status.Replicas, 0) > 0 || ptr.Deref(ms.Spec.Replicas, 0) > 0 {
+			live = append(live, ms)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool {
+		return live[i].CreationTimestamp.Before(&live[j].CreationTimestamp)
+	})
+	out.RunningDataSecretName = target
+	if len(live) > 0 {
+		out.RunningDataSecretName = ptr.Deref(live[0].Spec.Template.Spec.Bootstrap.DataSecretName, target)
+	}
+	desired := ptr.Deref(md.Spec.Replicas, 0)
+	onlyTarget := true
+	for _, ms := range live {
+		if ptr.Deref(ms.Spec.Template.Spec.Bootstrap.DataSecretName, "") != target || ms.Spec.Template.Spec.Version != md.Spec.Template.Spec.Version {
+			onlyTarget = false
+		}
+	}
+	if after := md.Spec.Rollout.After; !after.IsZero() {
+		t := after.Time
+		out.RolloutAfter = &t
+		for _, m := range machines {
+			if m.DeletionTimestamp.IsZero() && m.CreationTimestamp.Time.Before(t) {
+				out.MachinesBeforeRolloutAfter++
+			}
+		}
+	}
+	onlyTarget = onlyTarget && out.MachinesBeforeRolloutAfter == 0
+	out.Complete = md.Status.ObservedGeneration >= md.Generation && onlyTarget &&
+		out.UpToDateReplicas == desired && out.Replicas == desired
+	if desired == 0 {
+		out.Complete = onlyTarget && md.Status.ObservedGeneration >= md.Generation
+	}
+	return out
+}
+
+// DecodePayload reads a payload Secret back into a payload, fragments and all.
+func DecodePayload(pool string, s *corev1.Secret) (*payload.Payload, error) {
+	sp, err := secrets.DecodePayload(s)
+	if err != nil {
+		return nil, err
+	}
+	frags := make(map[inputs.Component][]byte, len(sp.Fragments))
+	for name, f := range sp.Fragments {
+		c, err := inputs.ParseComponent(name)
+		if err != nil {
+			return nil, fmt.Errorf("payload Secret %s: %w", s.Name, err)
+		}
+		frags[c] = f
+	}
+	manifest := make(payload.Manifest, len(sp.Manifest))
+	for name, d := range sp.Manifest {
+		c, err := inputs.ParseComponent(name)
+		if err != nil {
+			return nil, fmt.Errorf("payload Secret %s: %w", s.Name, err)
+		}
+		manifest[c] = d
+	}
+	return &payload.Payload{Pool: pool, Ignition: sp.Ignition, Fragments: frags, Manifest: manifest, Hash: sp.Hash}, nil
+}

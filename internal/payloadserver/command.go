@@ -1,0 +1,102 @@
+package payloadserver
+
+import (
+	"flag"
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// NewCommand returns the `nodepool payload-server` command.
+func NewCommand() *cobra.Command {
+	var (
+		opts       Options
+		kubeconfig string
+		zapOpts    = zap.Options{}
+	)
+	cmd := &cobra.Command{
+		Use:   "payload-server",
+		Short: "Serve each pool's pinned payload over HTTPS to machines that present its token",
+		Long: `Serve each pool's pinned payload over HTTPS to machines that present its token.
+
+GET /ignition with "Authorization: Bearer <token>" returns the Ignition config
+that the token Secret holding <token> (as its current or previous token)
+points to: the payload Secret of the same pool in the same namespace. The
+scheme is case-insensitive ("bearer" works, RFC 9110). Any other token, or
+none, gets 511 Network Authentication Required with a fixed
+body, and Ignition retries. Answers come from an in-memory index of the
+token and payload Secrets (label nodepool.dev/secret-kind), kept current by
+a watch; a request never reaches the API server.
+
+The HTTPS listener (--bind-address) serves /ignition only, TLS 1.2 or newer,
+with the certificate and key in --tls-cert-file and --tls-private-key-file,
+re-read when they change (a cert-manager Secret mount works). Probes and
+metrics are on a separate plain-HTTP listener (--probe-bind-address), the
+Kubernetes convention: /healthz, /readyz (ready once every Secret is
+indexed) and /metrics (Prometheus). Keep that port inside the cluster.
+
+The first successful fetch with a token Secret's tokens is recorded on it
+once, as the annotation nodepool.dev/first-fetch. The server needs get, list,
+watch and patch on Secrets (in --namespace, or in every namespace).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := zap.New(zap.UseFlagOptions(&zapOpts))
+			ctrllog.SetLogger(log)
+			klog.SetLogger(log)
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			opts.Config = cfg
+			opts.Logger = log.WithName("payload-server")
+			s, err := New(opts)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return s.Start(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Address, "bind-address", DefaultAddress, "address of the HTTPS listener serving /ignition")
+	f.StringVar(&opts.ProbeAddress, "probe-bind-address", DefaultProbeAddress, `address of the plain-HTTP listener serving /healthz, /readyz and /metrics ("0" disables it)`)
+	f.StringVar(&opts.CertFile, "tls-cert-file", "", "PEM serving certificate (chain), re-read when it changes (required)")
+	f.StringVar(&opts.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file, re-read when it changes (required)")
+	f.StringVar(&opts.Namespace, "namespace", "", "serve the pools of this namespace only (default: every namespace)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, in-cluster, then ~/.kube/config)")
+	f.DurationVar(&opts.ReadHeaderTimeout, "read-header-timeout", DefaultReadHeaderTimeout, "time a client has to send the request headers")
+	f.DurationVar(&opts.ReadTimeout, "read-timeout", DefaultReadTimeout, "time a client has to send the whole request")
+	f.DurationVar(&opts.WriteTimeout, "write-timeout", DefaultWriteTimeout, "time to write a response, from the end of the request headers")
+	f.DurationVar(&opts.IdleTimeout, "idle-timeout", DefaultIdleTimeout, "time an idle keep-alive connection stays open")
+	f.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", DefaultMaxHeaderBytes, "largest request header accepted; larger ones get 431")
+	_ = cmd.MarkFlagRequired("tls-cert-file")
+	_ = cmd.MarkFlagRequired("tls-private-key-file")
+	gofs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	zapOpts.BindFlags(gofs)
+	f.AddGoFlagSet(gofs)
+	return cmd
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := config.GetConfig()
+		if err != nil {
+			return nil, fmt.Errorf("finding the API server: %w (set --kubeconfig)", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading --kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}

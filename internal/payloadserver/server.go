@@ -1,0 +1,400 @@
+package payloadserver
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodepool.dev/nodepool/internal/secrets"
+)
+
+// Defaults of Options.
+const (
+	DefaultAddress           = ":8443"
+	DefaultProbeAddress      = ":8081"
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	// DefaultMaxHeaderBytes bounds request headers: a bearer token needs a
+	// few dozen bytes. Larger headers get 431.
+	DefaultMaxHeaderBytes = 16 << 10
+	// shutdownTimeout is how long in-flight responses may finish after the
+	// context ends.
+	shutdownTimeout = 15 * time.Second
+	// firstFetchWorkers patch token Secrets concurrently.
+	firstFetchWorkers = 2
+)
+
+// Options configure a Server. Zero durations and sizes take the defaults.
+type Options struct {
+	// Config reaches the API server (required).
+	Config *rest.Config
+	// Namespace restricts the server to the token and payload Secrets of one
+	// namespace; empty watches every namespace.
+	Namespace string
+	// Address is the HTTPS listener of GET /ignition (DefaultAddress).
+	Address string
+	// ProbeAddress is the plain-HTTP listener of /healthz, /readyz and
+	// /metrics (DefaultProbeAddress); "0" disables it.
+	ProbeAddress string
+	// CertFile and KeyFile hold the serving certificate (chain) and key in
+	// PEM (required). They are re-read when they change.
+	CertFile, KeyFile string
+	// Timeouts and header limit of the HTTPS listener.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	MaxHeaderBytes                                            int
+	// Registry receives the metrics; nil makes a new one with the Go and
+	// process collectors.
+	Registry *prometheus.Registry
+	// Logger; the zero value discards.
+	Logger logr.Logger
+	// Clock returns now (the first-fetch time recorded on token Secrets);
+	// nil means time.Now. Tests of long spans inject a faster clock.
+	Clock func() time.Time
+
+	// patchClient replaces the client that patches token Secrets (tests
+	// inject failures through it).
+	patchClient client.Client
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&o.ReadTimeout, DefaultReadTimeout)
+	def(&o.WriteTimeout, DefaultWriteTimeout)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if o.Address == "" {
+		o.Address = DefaultAddress
+	}
+	if o.ProbeAddress == "" {
+		o.ProbeAddress = DefaultProbeAddress
+	}
+	return o
+}
+
+// Server is the payload server: an informer cache of token and payload
+// Secrets feeding an Index, the HTTPS listener answering from it, the
+// first-fetch recorder, and the probe listener.
+type Server struct {
+	opts     Options
+	log      logr.Logger
+	certs    *certwatcher.CertWatcher
+	cache    cache.Cache
+	index    *Index
+	recorder *firstFetchRecorder
+	https    *http.Server
+	probe    *http.Server
+	ln       net.Listener
+	probeLn  net.Listener
+	registry *prometheus.Registry
+	ready    atomic.Bool
+}
+
+// New checks the options, loads the certificate, and binds the listeners,
+// so a bad flag or a busy port fails here rather than in Start. It does not
+// contact the API server.
+func New(opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	if opts.Config == nil {
+		return nil, errors.New("payload server: no API server configuration")
+	}
+	if opts.CertFile == "" || opts.KeyFile == "" {
+		return nil, errors.New("payload server: a serving certificate and key are required (--tls-cert-file, --tls-private-key-file): it serves HTTPS only")
+	}
+	certs, err := certwatcher.New(opts.CertFile, opts.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("payload server: loading the serving certificate %s and key %s: %w", opts.CertFile, opts.KeyFile, err)
+	}
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cacheOpts := cache.Options{
+		Scheme: scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: secrets.Selector()},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+		// Nothing else is ever read: a Get of another type must fail
+		// instead of starting an unrestricted informer.
+		ReaderFailOnMissingInformer: true,
+	}
+	if opts.Namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
+	}
+	c, err := cache.New(opts.Config, cacheOpts)
+	if err != nil {
+		return nil, fmt.Errorf("payload server: creating the Secret cache: %w", err)
+	}
+	writer := opts.patchClient
+	if writer == nil {
+		if writer, err = client.New(opts.Config, client.Options{Scheme: scheme}); err != nil {
+			return nil, fmt.Errorf("payload server: creating the API client: %w", err)
+		}
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s := &Server{opts: opts, log: opts.Logger, certs: certs, cache: c, index: NewIndex(), registry: reg}
+	metrics, err := NewMetrics(reg, s.index)
+	if err != nil {
+		return nil, fmt.Errorf("payload server: registering metrics: %w", err)
+	}
+	s.recorder = newFirstFetchRecorder(c, writer, metrics, s.log.WithName("first-fetch"))
+	if opts.Clock != nil {
+		s.recorder.now = opts.Clock
+	}
+	handler := NewHandler(s.index, HandlerOptions{Metrics: metrics, Ready: s.ready.Load, OnFirstFetch: s.recorder.Observe})
+	s.https = NewTLSServer(handler, certs.GetCertificate, opts)
+	s.https.ErrorLog = newServerErrorLog(s.log.WithName("https"))
+
+	if s.ln, err = net.Listen("tcp", opts.Address); err != nil {
+		return nil, fmt.Errorf("payload server: listening on %s: %w", opts.Address, err)
+	}
+	if opts.ProbeAddress != "0" {
+		if s.probeLn, err = net.Listen("tcp", opts.ProbeAddress); err != nil {
+			_ = s.ln.Close()
+			return nil, fmt.Errorf("payload server: listening on %s for probes and metrics: %w", opts.ProbeAddress, err)
+		}
+		s.probe = &http.Server{
+			Handler:           ProbeHandler(s.ready.Load, reg),
+			ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			ReadTimeout:       opts.ReadTimeout,
+			WriteTimeout:      opts.WriteTimeout,
+			IdleTimeout:       opts.IdleTimeout,
+			MaxHeaderBytes:    opts.MaxHeaderBytes,
+			ErrorLog:          newServerErrorLog(s.log.WithName("probe")),
+		}
+	}
+	return s, nil
+}
+
+// Addr is the address of the HTTPS listener.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// ProbeAddr is the address of the probe listener, nil when disabled.
+func (s *Server) ProbeAddr() net.Addr {
+	if s.probeLn == nil {
+		return nil
+	}
+	return s.probeLn.Addr()
+}
+
+// Index is the server's in-memory index.
+func (s *Server) Index() *Index { return s.index }
+
+// Ready says whether the index holds every token and payload Secret.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Start runs the server until ctx ends, then stops accepting connections
+// and lets responses in flight finish. It returns the first failure of a
+// listener.
+func (s *Server) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reg, err := s.watch(ctx)
+	if err != nil {
+		_ = s.ln.Close()
+		if s.probeLn != nil {
+			_ = s.probeLn.Close()
+		}
+		return err
+	}
+
+	errs := make(chan error, 4)
+	var running int
+	spawn := func(name string, f func() error) {
+		running++
+		go func() {
+			err := f()
+			if err != nil {
+				err = fmt.Errorf("payload server: %s: %w", name, err)
+			}
+			errs <- err
+		}()
+	}
+	spawn("certificate watcher", func() error { return s.certs.Start(ctx) })
+	spawn("Secret cache", func() error { return s.cache.Start(ctx) })
+	spawn("first-fetch recorder", func() error { s.recorder.run(ctx, firstFetchWorkers); return nil })
+	go s.becomeReady(ctx, reg)
+
+	serve := func(srv *http.Server, run func() error) func() error {
+		return func() error {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				<-ctx.Done()
+				sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
+				defer scancel()
+				_ = srv.Shutdown(sctx)
+			}()
+			err := run()
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			cancel()
+			<-done
+			return err
+		}
+	}
+	spawn("HTTPS listener", serve(s.https, func() error { return s.https.ServeTLS(s.ln, "", "") }))
+	if s.probe != nil {
+		spawn("probe listener", serve(s.probe, func() error { return s.probe.Serve(s.probeLn) }))
+	}
+	s.log.Info("serving payloads", "address", s.Addr().String(), "probeAddress", fmt.Sprint(s.ProbeAddr()), "namespace", s.opts.Namespace)
+
+	var first error
+	for range running {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		} else if ctx.Err() == nil {
+			// Something stopped without an error before shutdown: stop all.
+			cancel()
+		}
+		s.ready.Store(false)
+	}
+	return first
+}
+
+// watch feeds the index from the Secret informer.
+func (s *Server) watch(ctx context.Context) (toolscache.ResourceEventHandlerRegistration, error) {
+	inf, err := s.cache.GetInformer(ctx, &corev1.Secret{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("payload server: creating the Secret informer: %w", err)
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.upsert,
+		UpdateFunc: func(_, obj any) { s.upsert(obj) },
+		DeleteFunc: s.delete,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("payload server: watching Secrets: %w", err)
+	}
+	return reg, nil
+}
+
+// becomeReady marks the server ready once the cache has listed every Secret
+// and the index has seen them all.
+func (s *Server) becomeReady(ctx context.Context, reg toolscache.ResourceEventHandlerRegistration) {
+	if !s.cache.WaitForCacheSync(ctx) {
+		return
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !reg.HasSynced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	s.ready.Store(true)
+	st := s.index.Stats()
+	s.log.Info("ready", "tokenSecrets", st.TokenSecrets, "payloads", st.PayloadSecrets, "invalidSecrets", st.Invalid)
+}
+
+func (s *Server) upsert(obj any) {
+	sec, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	if err := s.index.Upsert(sec); err != nil {
+		// Decoding errors name the Secret and the faulty key, never a token
+		// or payload content.
+		s.log.Error(err, "not serving an invalid Secret", "secret", types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name})
+	}
+}
+
+func (s *Server) delete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	sec, ok := obj.(*corev1.Secret)
+	if !ok {
+		return
+	}
+	s.index.Delete(types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name})
+	s.recorder.Forget(sec.UID)
+}
+
+// TLSConfig is the TLS configuration of the HTTPS listener: TLS 1.2 or
+// newer, forward-secret AEAD cipher suites only for TLS 1.2, and the
+// certificate from getCertificate at each handshake (so a renewed
+// certificate is used as soon as it is read).
+func TLSConfig(getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: getCertificate,
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+			tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+	}
+}
+
+// NewTLSServer returns the http.Server of the HTTPS listener for h, with
+// TLSConfig and the timeouts and header limit of opts (defaults for zero
+// values). Serve it with ServeTLS(listener, "", "").
+func NewTLSServer(h http.Handler, getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error), opts Options) *http.Server {
+	opts = opts.withDefaults()
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         TLSConfig(getCertificate),
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+	}
+}
+
+// ProbeHandler serves /healthz (the process serves), /readyz (ready()
+// holds: the index holds every Secret) and /metrics (reg).
+func ProbeHandler(ready func() bool, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			writeText(w, http.StatusServiceUnavailable, "the Secret cache has not synced\n")
+			return
+		}
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}

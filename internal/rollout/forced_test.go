@@ -1,0 +1,118 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/inputstest"
+)
+
+func bumpProxyImage(w *inputstest.World) {
+	w.Management.Data[inputs.ManagementConfigKey] = strings.Replace(w.Management.Data[inputs.ManagementConfigKey], "sha256:aaaa", "sha256:eeee", 1)
+}
+
+func TestForcedRollouts(t *testing.T) {
+	past := metav1.NewTime(t0.Add(-time.Minute))
+	future := metav1.NewTime(t0.Add(time.Hour))
+	for _, tc := range []struct {
+		name      string
+		setup     func(w *inputstest.World, in *Input)
+		forced    bool
+		initiator Initiator
+		check     func(t *testing.T, p Plan)
+	}{
+		{name: "rolloutAfter in the past replaces every machine, on the latest payload", forced: true, initiator: InitiatorRestart,
+			setup: func(w *inputstest.World, in *Input) { w.Pool.Spec.Management.RolloutAfter = &past }},
+		{name: "rolloutAfter in the future waits, says so and wakes up then",
+			setup: func(w *inputstest.World, in *Input) { w.Pool.Spec.Management.RolloutAfter = &future },
+			check: func(t *testing.T, p Plan) {
+				c := cond(p, nodepoolv1.ConditionUpdatingConfig)
+				if c.Reason != nodepoolv1.ReasonRolloutScheduled || !strings.Contains(c.Message, "2026-11-30T13:00:00Z") {
+					t.Errorf("UpdatingConfig = %+v, want RolloutScheduled with the time", c)
+				}
+				if p.RequeueAfter == 0 || p.RequeueAfter > time.Hour+time.Second {
+					t.Errorf("requeue after %v, want at rolloutAfter", p.RequeueAfter)
+				}
+			}},
+		{name: "a forced rollout already applied does not repeat",
+			setup: func(w *inputstest.World, in *Input) {
+				w.Pool.Spec.Management.RolloutAfter = &past
+				at := past.Time
+				in.MachineDeployment.RolloutAfter = &at
+			},
+			check: func(t *testing.T, p Plan) {
+				if p.MachineDeployment.RolloutAfter == nil || !p.MachineDeployment.RolloutAfter.Equal(past.Time) {
+					t.Error("the MachineDeployment's rollout.after must be kept")
+				}
+			}},
+		{name: "a paused pool defers a forced rollout",
+			setup: func(w *inputstest.World, in *Input) {
+				w.Pool.Spec.Management.RolloutAfter = &past
+				w.Pool.Spec.Management.PausedUntil = "true"
+			},
+			check: func(t *testing.T, p Plan) {
+				if c := cond(p, nodepoolv1.ConditionUpdatingConfig); c.Reason != nodepoolv1.ReasonPaused {
+					t.Errorf("UpdatingConfig = %+v, want reason Paused", c)
+				}
+			}},
+		{name: "apply-pending is a forced rollout initiated by the platform", forced: true, initiator: InitiatorPlatform,
+			setup: func(w *inputstest.World, in *Input) {
+				bumpProxyImage(w)
+				w.Pool.Annotations = map[string]string{AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339)}
+			},
+			check: func(t *testing.T, p Plan) {
+				if p.Record == nil || len(p.Record.Changed) != 1 || p.Record.Changed[0] != "apiserver-proxy" {
+					t.Errorf("record = %+v, want the changed component apiserver-proxy", p.Record)
+				}
+			}},
+		{name: "the Rollout policy rolls management drift", forced: true, initiator: InitiatorPolicy,
+			setup: func(w *inputstest.World, in *Input) {
+				bumpProxyImage(w)
+				w.Pool.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
+			}},
+		{name: "the OnNextRollout policy does not roll management drift",
+			setup: func(w *inputstest.World, in *Input) { bumpProxyImage(w) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := inputstest.New()
+			in := settled(t, w)
+			old := in.MachineDeployment.DataSecretName
+			tc.setup(w, &in)
+			annotations := w.Pool.Annotations
+			in = relatest(t, in, w)
+			for k, v := range annotations {
+				in.Pool.Annotations[k] = v
+			}
+			p := Decide(in)
+			if p.MachineDeployment.DataSecretName != old {
+				t.Fatal("a forced rollout keeps the user-data name (same owner intent)")
+			}
+			forced := p.Record != nil && p.Record.ForcedAt != nil
+			if forced != tc.forced {
+				t.Fatalf("forced = %v, want %v (record %+v)", forced, tc.forced, p.Record)
+			}
+			if tc.forced {
+				if p.Record.Initiator != tc.initiator {
+					t.Errorf("initiator %s, want %s", p.Record.Initiator, tc.initiator)
+				}
+				if p.MachineDeployment.RolloutAfter == nil {
+					t.Error("rollout.after not set on the MachineDeployment")
+				}
+				if tok := targetToken(t, p); tok.PayloadHash != in.Latest.Hash {
+					t.Error("a forced rollout must point the token at the latest payload first")
+				}
+				if p.Updating != "Forced" {
+					t.Errorf("status.updating = %q, want Forced", p.Updating)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, p)
+			}
+		})
+	}
+}

@@ -1,0 +1,72 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+)
+
+// knobs is how one machine is told to behave, for tests and demos. Each is a
+// spec field of SimMachine (so also of a SimMachineTemplate) and an
+// annotation on the SimMachine or its Machine, which wins over the spec:
+//
+//	spec.bootDelay  sim.nodepool.dev/boot-delay: "10s"  power-on time before the payload fetch
+//	spec.failBoot   sim.nodepool.dev/fail-boot: "true"  never boots (Booted=False, BootFailed)
+//	spec.unhealthy  sim.nodepool.dev/unhealthy: "true"  the Node turns NotReady; "false" heals it
+//
+// The provider-wide default boot delay is Options.BootDelay (--boot-delay).
+type knobs struct {
+	bootDelay time.Duration
+	failBoot  bool
+	unhealthy bool
+}
+
+// machineKnobs resolves a machine's knobs: an annotation on the SimMachine
+// wins over one on its Machine, which wins over the SimMachine's spec, which
+// wins over the provider's default boot delay. Annotations that do not
+// parse are ignored and returned as problems, so the caller can say so.
+func machineKnobs(sm *simv1.SimMachine, m *clusterv1.Machine, defaultBootDelay time.Duration) (knobs, []error) {
+	k := knobs{bootDelay: defaultBootDelay, failBoot: sm.Spec.FailBoot, unhealthy: sm.Spec.Unhealthy}
+	if sm.Spec.BootDelay != nil {
+		k.bootDelay = sm.Spec.BootDelay.Duration
+	}
+	var problems []error
+	annotation := func(key string) (string, string, bool) {
+		if v, ok := sm.Annotations[key]; ok {
+			return v, "SimMachine", true
+		}
+		if m != nil {
+			if v, ok := m.Annotations[key]; ok {
+				return v, "Machine", true
+			}
+		}
+		return "", "", false
+	}
+	boolKnob := func(key string, into *bool) {
+		v, on, ok := annotation(key)
+		if !ok {
+			return
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("annotation %s=%q on the %s is not true or false; ignored", key, v, on))
+			return
+		}
+		*into = b
+	}
+	boolKnob(simv1.AnnotationFailBoot, &k.failBoot)
+	boolKnob(simv1.AnnotationUnhealthy, &k.unhealthy)
+	if v, on, ok := annotation(simv1.AnnotationBootDelay); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			problems = append(problems, fmt.Errorf("annotation %s=%q on the %s is not a duration such as 10s; ignored", simv1.AnnotationBootDelay, v, on))
+		} else {
+			k.bootDelay = d
+		}
+	}
+	return k, problems
+}

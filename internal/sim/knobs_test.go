@@ -1,0 +1,54 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+)
+
+func TestMachineKnobs(t *testing.T) {
+	spec := func(s simv1.SimMachineSpec, annotations map[string]string) *simv1.SimMachine {
+		return &simv1.SimMachine{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}, Spec: s}
+	}
+	machine := func(annotations map[string]string) *clusterv1.Machine {
+		return &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}}
+	}
+	tests := []struct {
+		name        string
+		sm          *simv1.SimMachine
+		m           *clusterv1.Machine
+		want        knobs
+		wantProblem string
+	}{
+		{name: "defaults", sm: spec(simv1.SimMachineSpec{}, nil), m: machine(nil), want: knobs{bootDelay: time.Second}},
+		{name: "spec", sm: spec(simv1.SimMachineSpec{BootDelay: &metav1.Duration{Duration: 0}, FailBoot: true, Unhealthy: true}, nil), m: machine(nil),
+			want: knobs{bootDelay: 0, failBoot: true, unhealthy: true}},
+		{name: "Machine annotations win over the spec", sm: spec(simv1.SimMachineSpec{Unhealthy: true}, nil),
+			m:    machine(map[string]string{simv1.AnnotationUnhealthy: "false", simv1.AnnotationFailBoot: "true", simv1.AnnotationBootDelay: "2m"}),
+			want: knobs{bootDelay: 2 * time.Minute, failBoot: true}},
+		{name: "SimMachine annotations win over the Machine's", sm: spec(simv1.SimMachineSpec{}, map[string]string{simv1.AnnotationUnhealthy: "true"}),
+			m: machine(map[string]string{simv1.AnnotationUnhealthy: "false"}), want: knobs{bootDelay: time.Second, unhealthy: true}},
+		{name: "no Machine yet", sm: spec(simv1.SimMachineSpec{FailBoot: true}, nil), want: knobs{bootDelay: time.Second, failBoot: true}},
+		{name: "bad bool is ignored", sm: spec(simv1.SimMachineSpec{Unhealthy: true}, map[string]string{simv1.AnnotationUnhealthy: "yes please"}), m: machine(nil),
+			want: knobs{bootDelay: time.Second, unhealthy: true}, wantProblem: `annotation sim.nodepool.dev/unhealthy="yes please" on the SimMachine is not true or false`},
+		{name: "bad duration is ignored", sm: spec(simv1.SimMachineSpec{}, nil), m: machine(map[string]string{simv1.AnnotationBootDelay: "-5s"}),
+			want: knobs{bootDelay: time.Second}, wantProblem: "on the Machine is not a duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, problems := machineKnobs(tt.sm, tt.m, time.Second)
+			if got != tt.want {
+				t.Errorf("knobs = %+v, want %+v", got, tt.want)
+			}
+			if tt.wantProblem == "" && len(problems) > 0 || tt.wantProblem != "" && (len(problems) != 1 || !strings.Contains(problems[0].Error(), tt.wantProblem)) {
+				t.Errorf("problems = %v, want one containing %q", problems, tt.wantProblem)
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+)
+
+// DefaultConcurrency is how many machines (and control planes) are
+// reconciled at once.
+const DefaultConcurrency = 10
+
+// Options configure the sim provider. The zero value works.
+type Options struct {
+	// WorkloadConfig is the API server the <cluster>-kubeconfig Secrets of
+	// SimControlPlanes point at, where the simulated Nodes live. Nil means
+	// the manager's own configuration (the same API server).
+	WorkloadConfig *rest.Config
+	// Workload gives clients of workload clusters to register Nodes with.
+	// Nil means clients built from the <cluster>-kubeconfig Secrets, as a
+	// real provider does; Cluster API's clustercache.ClusterCache fits too.
+	Workload WorkloadClusters
+	// BootDelay is the power-on time of a machine that sets none (spec.bootDelay
+	// or annotation sim.nodepool.dev/boot-delay). Default 0.
+	BootDelay time.Duration
+	// FetchTimeout bounds one payload request (DefaultFetchTimeout).
+	FetchTimeout time.Duration
+	// InitialRetryDelay and MaxRetryDelay shape the backoff of payload
+	// fetches (DefaultInitialRetryDelay, DefaultMaxRetryDelay: Ignition's).
+	InitialRetryDelay, MaxRetryDelay time.Duration
+	// Concurrency of each controller (DefaultConcurrency).
+	Concurrency int
+}
+
+func (o Options) withDefaults(mgr ctrl.Manager) Options {
+	if o.WorkloadConfig == nil {
+		o.WorkloadConfig = rest.CopyConfig(mgr.GetConfig())
+	}
+	if o.Workload == nil {
+		o.Workload = NewKubeconfigClusters(mgr.GetClient())
+	}
+	if o.FetchTimeout == 0 {
+		o.FetchTimeout = DefaultFetchTimeout
+	}
+	if o.InitialRetryDelay == 0 {
+		o.InitialRetryDelay = DefaultInitialRetryDelay
+	}
+	if o.MaxRetryDelay == 0 {
+		o.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.BootDelay < 0 {
+		errs = append(errs, fmt.Errorf("boot delay %s is negative", o.BootDelay))
+	}
+	if o.FetchTimeout < 0 || o.InitialRetryDelay < 0 || o.MaxRetryDelay < 0 || o.Concurrency < 0 {
+		errs = append(errs, errors.New("fetch timeout, retry delays and concurrency cannot be negative"))
+	}
+	if o.MaxRetryDelay < o.InitialRetryDelay {
+		errs = append(errs, fmt.Errorf("the maximum retry delay %s is below the initial one %s", o.MaxRetryDelay, o.InitialRetryDelay))
+	}
+	return errors.Join(errs...)
+}
+
+// AddToScheme adds what the sim provider reads and writes: client-go,
+// Cluster API core v1beta2 and the sim types.
+func AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, simv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CacheOptions narrow a manager's cache to what the provider needs of
+// Secrets: bootstrap data and kubeconfig Secrets (type
+// cluster.x-k8s.io/secret). Optional: without them every Secret is cached.
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(clusterv1.ClusterSecretType))},
+	}}
+}
+
+// SetupWithManager adds the SimMachine and SimControlPlane controllers to
+// mgr, whose scheme must hold AddToScheme's types. Several sims may share a
+// process (controller names are not checked).
+func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	opts = opts.withDefaults(mgr)
+	if err := opts.validate(); err != nil {
+		return fmt.Errorf("sim provider options: %w", err)
+	}
+	if !mgr.GetScheme().Recognizes(simv1.GroupVersion.WithKind(simv1.KindSimMachine)) || !mgr.GetScheme().Recognizes(clusterv1.GroupVersion.WithKind("Machine")) {
+		return errors.New("sim provider: the manager's scheme lacks the sim or Cluster API types: register sim.AddToScheme")
+	}
+	machines := &machineReconciler{
+		client:    mgr.GetClient(),
+		workload:  opts.Workload,
+		recorder:  mgr.GetEventRecorder("sim-machine"),
+		fetcher:   newFetcher(opts.FetchTimeout),
+		backoff:   newBackoff(opts.InitialRetryDelay, opts.MaxRetryDelay),
+		bootDelay: opts.BootDelay,
+		now:       time.Now,
+	}
+	if err := machines.setupWithManager(ctx, mgr, opts.Concurrency); err != nil {
+		return fmt.Errorf("setting up the SimMachine controller: %w", err)
+	}
+	controlPlanes := &controlPlaneReconciler{
+		client:   mgr.GetClient(),
+		config:   opts.WorkloadConfig,
+		recorder: mgr.GetEventRecorder("sim-control-plane"),
+	}
+	if err := controlPlanes.setupWithManager(mgr, opts.Concurrency); err != nil {
+		return fmt.Errorf("setting up the SimControlPlane controller: %w", err)
+	}
+	return nil
+}

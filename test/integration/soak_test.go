@@ -1,0 +1,113 @@
+package integration
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+)
+
+// TestRandomChangesReplaceMachinesOnlyWhenAsked mixes owner changes,
+// management changes, scaling, labels and forced rollouts across several
+// pools, and checks after each that a machine was replaced if and only if an
+// owner change or a forced rollout of its pool asked for it. The reference
+// checker of TestMain meanwhile asserts no referenced Secret is deleted.
+// `make test` makes 12 changes; NODEPOOL_SOAK_CHANGES=100 the full soak.
+func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
+	changes := envInt("NODEPOOL_SOAK_CHANGES", 12)
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("NODEPOOL_SOAK_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d (NODEPOOL_SOAK_SEED to replay)", seed)
+	rnd := rand.New(rand.NewPCG(seed, seed))
+
+	pools := make([]*nodepoolv1.NodePool, 3)
+	size := []int{2, 1, 2}
+	for i := range pools {
+		pools[i] = newPool(t, fmt.Sprintf("soak-%d", i), int32(size[i]))
+	}
+	states := make([]state, len(pools))
+	for i, p := range pools {
+		states[i] = waitFor(t, p, rolloutTimeout, "ready", settled(size[i]))
+	}
+	image := 0
+	for step := range changes {
+		i := rnd.IntN(len(pools))
+		p := pools[i]
+		replace := -1 // which pool must be fully replaced; -1 none
+		var what string
+		switch rnd.IntN(6) {
+		case 0:
+			what = "owner: config content"
+			update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
+				cm.Data[inputs.ConfigKey] = chrony(fmt.Sprintf("ntp%d.corp.example", step))
+			})
+			replace = i
+		case 1:
+			what = "owner: release version"
+			update(t, p, func(p *nodepoolv1.NodePool) {
+				if p.Spec.Release.Version == "v1.36.3" {
+					p.Spec.Release.Version = "v1.36.4"
+				} else {
+					p.Spec.Release.Version = "v1.36.3"
+				}
+			})
+			replace = i
+		case 2:
+			what = "management: API-server proxy image"
+			image++
+			setManagementConfig(t, func(string) string {
+				return fmt.Sprintf("apiServerProxyImage: registry.example/haproxy@sha256:%064x\n", 1000+image)
+			})
+		case 3:
+			size[i] = 1 + rnd.IntN(3)
+			what = fmt.Sprintf("scale to %d", size[i])
+			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
+		case 4:
+			what = "node labels"
+			update(t, p, func(p *nodepoolv1.NodePool) {
+				p.Spec.NodeLabels = map[string]nodepoolv1.LabelValue{"example.com/step": nodepoolv1.LabelValue(strconv.Itoa(step))}
+			})
+		case 5:
+			what = "forced: rolloutAfter now"
+			// Creation times have a resolution of a second: a time a
+			// second ahead is after every machine that exists now.
+			at := metav1.NewTime(time.Now().Truncate(time.Second).Add(time.Second))
+			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
+			replace = i
+		}
+		t.Logf("step %d: pool %d: %s", step, i, what)
+		for j, q := range pools {
+			before := states[j]
+			states[j] = waitFor(t, q, rolloutTimeout, fmt.Sprintf("step %d (%s): pool %d settled", step, what, j), func(s state) bool {
+				if !settled(size[j])(s) {
+					return false
+				}
+				if j == replace {
+					return s.machines.Intersection(before.machines).Len() == 0
+				}
+				return true
+			})
+			if j != replace && !keptMachines(before.machines, states[j].machines) {
+				t.Fatalf("step %d (%s): pool %d lost machines it did not ask to replace: before %d, after %d, kept %d",
+					step, what, j, before.machines.Len(), states[j].machines.Len(), before.machines.Intersection(states[j].machines).Len())
+			}
+		}
+	}
+}
+
+// keptMachines: nothing was replaced; scaling may only add or remove.
+func keptMachines(before, after sets.Set[string]) bool {
+	return before.IsSuperset(after) || after.IsSuperset(before)
+}

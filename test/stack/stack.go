@@ -1,0 +1,209 @@
+// Package stack starts the whole in-process nodepool stack every end-to-end
+// suite runs against: the real control plane and Cluster API controllers
+// (test/harness), the payload server over HTTPS with a test CA, the
+// management config, the NodePool controller in its own manager and the sim
+// provider, whose machines really fetch their payload and register Nodes.
+// test/integration and test/cli start it from their TestMain.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"nodepool.dev/nodepool/internal/controller"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payloadserver"
+	"nodepool.dev/nodepool/internal/payloadserver/testpki"
+	"nodepool.dev/nodepool/internal/sim"
+	"nodepool.dev/nodepool/test/harness"
+)
+
+// ManagementNamespace holds the management config.
+const ManagementNamespace = "nodepool-system"
+
+// RendererVersion is the renderer version the stack's controller runs with.
+const RendererVersion = "v0.1.0-test"
+
+// Stack is the running stack.
+type Stack struct {
+	// Env is the control plane, with an uncached client.
+	Env *harness.Env
+	// Settings are the NodePool controller's.
+	Settings controller.Settings
+
+	dir            string
+	mu             sync.Mutex
+	stopController func()
+}
+
+// Start starts the stack; call Stop when done.
+func Start(ctx context.Context) (_ *Stack, retErr error) {
+	env, err := harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Env: env}
+	defer func() {
+		if retErr != nil {
+			_ = s.Stop()
+		}
+	}()
+	// The payload server, over HTTPS with a test CA.
+	ca, err := testpki.NewCA("nodepool test CA")
+	if err != nil {
+		return nil, err
+	}
+	if s.dir, err = os.MkdirTemp("", "nodepool-stack-"); err != nil {
+		return nil, err
+	}
+	certFile, keyFile, err := ca.WriteServingCert(s.dir, "127.0.0.1", "localhost")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := payloadserver.New(payloadserver.Options{Config: env.Config, Address: "127.0.0.1:0", ProbeAddress: "0", CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = srv.Start(env.Context()) }()
+
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ManagementNamespace}}); err != nil {
+		return nil, err
+	}
+	if err := env.Client.Create(ctx, ManagementConfig("registry.example/haproxy@sha256:"+strings.Repeat("a", 64))); err != nil {
+		return nil, err
+	}
+	s.Settings = controller.Settings{
+		Inputs: inputs.Settings{
+			PayloadServerURL: "https://" + srv.Addr().(*net.TCPAddr).String() + "/ignition",
+			PayloadServerCA:  ca.PEM,
+			RendererVersion:  RendererVersion,
+		},
+		TokenTTL:           time.Hour,
+		CleanupGracePeriod: 5 * time.Second,
+		ResyncPeriod:       3 * time.Second,
+	}
+	if s.stopController, err = s.startController(s.Settings); err != nil {
+		return nil, err
+	}
+	if err := s.startSim(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stop stops the controller, the managers and the control plane.
+func (s *Stack) Stop() error {
+	s.mu.Lock()
+	stop := s.stopController
+	s.stopController = nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	err := s.Env.Stop()
+	if s.dir != "" {
+		err = errors.Join(err, os.RemoveAll(s.dir))
+	}
+	return err
+}
+
+// RestartController stops the NodePool controller and starts it with new
+// settings (a nodepool upgrade, a restart mid-rollout).
+func (s *Stack) RestartController(settings controller.Settings) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopController != nil {
+		s.stopController()
+	}
+	stop, err := s.startController(settings)
+	s.stopController = stop
+	return err
+}
+
+// startController runs the NodePool controller in its own manager, as in
+// production (it has its own ClusterCache), until the returned func is called.
+func (s *Stack) startController(settings controller.Settings) (func(), error) {
+	skip := true
+	mgr, err := ctrl.NewManager(s.Env.Config, ctrl.Options{
+		Scheme: s.Env.Scheme, Cache: controller.CacheOptions(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(s.Env.Context())
+	if err := controller.Setup(ctx, mgr, settings, ctrlcontroller.Options{MaxConcurrentReconciles: 4}); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "controller manager:", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// startSim runs the sim provider in its own manager, as a provider runs.
+func (s *Stack) startSim() error {
+	skip := true
+	mgr, err := ctrl.NewManager(s.Env.Config, ctrl.Options{
+		Scheme: s.Env.Scheme, Cache: sim.CacheOptions(),
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		return err
+	}
+	if err := sim.SetupWithManager(s.Env.Context(), mgr, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second}); err != nil {
+		return err
+	}
+	s.Env.Run(mgr)
+	return nil
+}
+
+// ManagementConfig is the management config ConfigMap with the given
+// API-server proxy image.
+func ManagementConfig(proxyImage string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: inputs.DefaultManagementConfig.Namespace, Name: inputs.DefaultManagementConfig.Name},
+		Data:       map[string]string{inputs.ManagementConfigKey: "apiServerProxyImage: " + proxyImage + "\n"},
+	}
+}
+
+// WriteKubeconfig writes a kubeconfig that reaches the stack's API server
+// as an administrator, with namespace as its context's namespace, and
+// returns its path (in the stack's temporary folder).
+func (s *Stack) WriteKubeconfig(name, namespace string) (string, error) {
+	cfg := s.Env.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["stack"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, InsecureSkipTLSVerify: cfg.Insecure}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["stack"] = &clientcmdapi.Context{Cluster: "stack", AuthInfo: "admin", Namespace: namespace}
+	kc.CurrentContext = "stack"
+	path := filepath.Join(s.dir, name)
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		return "", fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	return path, nil
+}
