@@ -41,8 +41,9 @@ control-plane: ## Build kube-apiserver and etcd for tests into bin/k8s/ (once).
 	@hack/tools/build-control-plane.sh >/dev/null
 
 .PHONY: build
-build: ## Build the nodepool binary into bin/.
+build: ## Build the nodepool binary and the kubectl plugin (the same program) into bin/.
 	go build -o $(BIN)/nodepool ./cmd/nodepool
+	ln -sf nodepool $(BIN)/kubectl-nodepool
 
 .PHONY: test
 test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API server (builds what it needs).
@@ -62,6 +63,7 @@ bench: control-plane ## Benchmarks: payload render + hashes, payload server thro
 	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	go test ./test/bench -run '^$$' -bench BenchmarkSimScale -benchtime 1x -timeout 40m
+	go test ./test/bench -run '^$$' -bench BenchmarkFleetOfPools -benchtime 1x -timeout 40m
 
 # The dev environment keeps its state here; `make dev` again resumes it.
 DEV_DATA_DIR ?= .dev

@@ -45,12 +45,12 @@ func newUpCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run etcd, kube-apiserver, Cluster API, nodepool and the sim provider on this machine",
-		Long: `Run a complete nodepool environment on this machine, in one process:
-etcd and kube-apiserver (built from source into bin/k8s on first use, about
-10 minutes on 2 cores), the Cluster API core controllers, the NodePool
-controller, the payload server (HTTPS, with a CA generated into the data dir)
-and the sim provider, whose machines really fetch their payload and register
-Nodes.
+		Long: `Run a complete nodepool environment on this machine: etcd and
+kube-apiserver as child processes (built from source into bin/k8s on first
+use, about 15 minutes on 2 cores), and in this process the Cluster API core
+controllers, the NodePool controller, the payload server (HTTPS, with a CA
+generated into the data dir) and the sim provider, whose machines really
+fetch their payload and register Nodes.
 
 It makes namespace "dev" with a Cluster "dev" (a SimControlPlane and its
 kubeconfig Secret) and a SimMachineTemplate "small", and the management

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -36,6 +37,8 @@ type controlPlane struct {
 
 // controlPlaneOptions says where the binaries and the state are, and the ports.
 type controlPlaneOptions struct {
+	// out receives what the terminal should know.
+	out                                   io.Writer
 	binDir, dataDir                       string
 	apiServerPort, etcdPort, etcdPeerPort int
 }
@@ -48,6 +51,12 @@ func startControlPlane(ctx context.Context, o controlPlaneOptions) (_ *controlPl
 	for _, b := range []string{etcdBin, apiServerBin} {
 		if _, err := os.Stat(b); err != nil {
 			return nil, fmt.Errorf("%s is missing: run hack/tools/build-control-plane.sh (or `make control-plane`), or pass --assets-dir: %w", b, err)
+		}
+	}
+	// The API server first: it would write to etcd while etcd stops.
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if did := stopStale(name, filepath.Join(o.dataDir, name+".pid"), o.dataDir); did != "" {
+			fmt.Fprintln(o.out, "  "+did)
 		}
 	}
 	for flag, port := range map[string]int{"--apiserver-port": o.apiServerPort, "--etcd-port": o.etcdPort, "--etcd-peer-port": o.etcdPeerPort} {
@@ -97,7 +106,7 @@ func startControlPlane(ctx context.Context, o controlPlaneOptions) (_ *controlPl
 		"--unsafe-no-fsync=true",
 		"--auto-compaction-mode=periodic",
 		"--auto-compaction-retention=1h",
-	}, filepath.Join(o.dataDir, "etcd.log"))
+	}, filepath.Join(o.dataDir, "etcd.log"), filepath.Join(o.dataDir, "etcd.pid"))
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +148,7 @@ func startControlPlane(ctx context.Context, o controlPlaneOptions) (_ *controlPl
 		// Close watches on SIGTERM instead of waiting for their clients:
 		// Cluster API's ClusterCache keeps some open until the process ends.
 		"--shutdown-watch-termination-grace-period=2s",
-	}, filepath.Join(o.dataDir, "kube-apiserver.log"))
+	}, filepath.Join(o.dataDir, "kube-apiserver.log"), filepath.Join(o.dataDir, "kube-apiserver.pid"))
 	if err != nil {
 		return nil, err
 	}

@@ -96,8 +96,9 @@ func Demo(ctx context.Context, o DemoOptions, in io.Reader, out io.Writer) error
 			return err
 		}
 	}
-	fmt.Fprintf(out, "\nThat was the tour. The pool stays: kubectl -n %s get nodepool %s -o yaml; kubectl -n %s delete nodepool %s removes it.\n",
-		o.Namespace, o.Pool, o.Namespace, o.Pool)
+	fmt.Fprintf(out, "\nThat was the tour. The pool stays: `kubectl -n %s get nodepool %s -o yaml` shows it, `kubectl nodepool rollout history %s -n %s`\n"+
+		"(bin/kubectl-nodepool on your PATH) its history, `kubectl -n %s delete nodepool %s` removes it.\n",
+		o.Namespace, o.Pool, o.Pool, o.Namespace, o.Namespace, o.Pool)
 	return nil
 }
 
@@ -180,6 +181,7 @@ func (d *demo) create(ctx context.Context) error {
 			},
 		},
 	}
+	start := time.Now()
 	if err := d.c.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating the NodePool: %w", err)
 	}
@@ -189,7 +191,7 @@ func (d *demo) create(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("%d machines, each with a ready Node carrying its payload label:", len(s.machines))
+	d.say("after %s: %d machines, each with a ready Node carrying its payload label:", time.Since(start).Round(time.Second), len(s.machines))
 	d.nodes(s)
 	d.say("%s", conditionLine(condition(s.pool, nodepoolv1.ConditionReady)))
 	return nil
@@ -266,6 +268,7 @@ func (d *demo) scale(ctx context.Context) error {
 		return err
 	}
 	d.begin("Scale to 5", "spec.replicas: 3 → 5, with the proxy image change still pending")
+	start := time.Now()
 	if err := d.update(ctx, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To[int32](5) }); err != nil {
 		return err
 	}
@@ -276,7 +279,7 @@ func (d *demo) scale(ctx context.Context) error {
 		return err
 	}
 	d.nodes(s)
-	d.say("%d machines (the %d from before kept); nodes by payload: %s.", len(s.machines), s.countIn(before.uids()), payloadList(s.payloads()))
+	d.say("after %s: %d machines (the %d from before kept); nodes by payload: %s.", time.Since(start).Round(time.Second), len(s.machines), s.countIn(before.uids()), payloadList(s.payloads()))
 	if s.onlyPayload() == before.onlyPayload() {
 		d.say("The new nodes booted the payload pinned for the running ones: the pool stays uniform, and the")
 		d.say("new proxy image waits for the next rollout (ConfigUpdatePending=%s).", condition(s.pool, nodepoolv1.ConditionConfigUpdatePending).Status)
@@ -383,7 +386,7 @@ func (d *demo) history(ctx context.Context) error {
 		changed := strings.Join(e.Changed, ",")
 		switch {
 		case e.Revision == 1:
-			changed = "(a new pool: every component)"
+			changed = "all (new pool)"
 		case changed == "":
 			changed = "-"
 		}

@@ -49,7 +49,7 @@ func loadOrCreateCA(dir, name, commonName string) (*authority, error) {
 		return ca, nil
 	}
 	if !errors.Is(certErr, os.ErrNotExist) || !errors.Is(keyErr, os.ErrNotExist) {
-		return nil, fmt.Errorf("the CA %s and its key %s must both exist or both be missing: %w", certPath, keyPath, errors.Join(certErr, keyErr))
+		return nil, fmt.Errorf("the CA %s and its key %s must both exist or both be missing (%w): delete %s to start the dev environment afresh", certPath, keyPath, errors.Join(certErr, keyErr), filepath.Dir(dir))
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -19,11 +22,12 @@ type process struct {
 	err     error // set when done is closed
 }
 
-// startProcess starts path with args, output appended to logPath. The child
-// runs in its own process group, so a Ctrl-C in the terminal reaches only
-// nodepool, which stops its controllers before the API server and etcd;
-// on Linux it is also killed if nodepool dies.
-func startProcess(name, path string, args []string, logPath string) (*process, error) {
+// startProcess starts path with args, output appended to logPath, and
+// records its pid in pidPath. The child runs in its own process group, so a
+// Ctrl-C in the terminal reaches only nodepool, which stops its controllers
+// before the API server and etcd; on Linux the kernel also sends it SIGTERM
+// if nodepool dies, and stopStale catches what that misses.
+func startProcess(name, path string, args []string, logPath, pidPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
@@ -35,6 +39,10 @@ func startProcess(name, path string, args []string, logPath string) (*process, e
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, path, err)
+	}
+	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("recording the pid of %s: %w", name, err)
 	}
 	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
@@ -90,4 +98,37 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// stopStale stops a process recorded in pidPath by an earlier run that
+// died without stopping it (killed, or crashed), if it still runs with
+// dataDir in its command line: nothing else may use the locked data dir.
+// It returns what it did, for the terminal, or "".
+func stopStale(name, pidPath, dataDir string) string {
+	b, err := os.ReadFile(pidPath)
+	if err != nil {
+		return ""
+	}
+	defer os.Remove(pidPath)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return ""
+	}
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil || !strings.Contains(string(cmdline), dataDir) {
+		return ""
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return ""
+	}
+	_ = proc.Signal(syscall.SIGTERM)
+	for range 100 {
+		if proc.Signal(syscall.Signal(0)) != nil {
+			return fmt.Sprintf("stopped %s (pid %d) left running by an earlier run", name, pid)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = proc.Kill()
+	return fmt.Sprintf("killed %s (pid %d) left running by an earlier run", name, pid)
 }

@@ -36,8 +36,12 @@ import (
 )
 
 // stopTimeout bounds how long the in-process controllers and the payload
-// server take to stop before the API server is stopped anyway.
-const stopTimeout = 30 * time.Second
+// server take to stop before the API server is stopped anyway. They take
+// about a second, except when a Cluster API ClusterCache worker is stuck
+// sending an event to a controller that has already stopped (Cluster API
+// v1.14 sends on an unbuffered channel without a context); waiting longer
+// would not free it, and the process ends right after.
+const stopTimeout = 5 * time.Second
 
 // UpOptions configure `nodepool dev up`. Every setting of the NodePool
 // controller, the payload server and the sim provider is here, so a person
@@ -102,6 +106,15 @@ type env struct {
 // out (logs go to <data-dir>/nodepool.log), then stops it cleanly.
 func Up(ctx context.Context, o UpOptions, out io.Writer) (retErr error) {
 	started := time.Now()
+	defer func() {
+		// Ctrl-C while starting: whatever failed then failed because of it.
+		if retErr != nil && ctx.Err() != nil {
+			retErr = nil
+		}
+		if retErr == nil {
+			fmt.Fprintln(out, "stopped; run the same command again to resume")
+		}
+	}()
 	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {
 		return err
@@ -149,17 +162,12 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (retErr error) {
 	}
 
 	e.cp, err = startControlPlane(ctx, controlPlaneOptions{
-		binDir: binDir, dataDir: dataDir,
+		out: out, binDir: binDir, dataDir: dataDir,
 		apiServerPort: o.APIServerPort, etcdPort: o.EtcdPort, etcdPeerPort: o.EtcdPeerPort,
 	})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if retErr == nil {
-			fmt.Fprintln(out, "stopped; run the same command again to resume")
-		}
-	}()
 	defer func() {
 		if err := e.cp.stop(); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -358,7 +366,7 @@ func (e *env) stop(cancel context.CancelFunc) {
 	select {
 	case <-done:
 	case <-time.After(stopTimeout):
-		e.log.Info("the controllers did not stop in time; stopping the API server anyway", "timeout", stopTimeout)
+		e.log.Info("some controllers did not stop in time (a Cluster API ClusterCache worker blocked at shutdown); stopping the API server anyway", "timeout", stopTimeout)
 	}
 }
 

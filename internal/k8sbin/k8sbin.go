@@ -42,7 +42,7 @@ func RepoRoot() (string, error) {
 
 // Dir returns the folder holding kube-apiserver and etcd: $NODEPOOL_ASSETS
 // if set, else the folder the build script prints after building them if
-// they are missing (about 10 minutes on 2 cores, once). The script's
+// they are missing (about 15 minutes on 2 cores, once). The script's
 // progress goes to progress (nil discards it).
 func Dir(progress *os.File) (string, error) {
 	if dir := os.Getenv(Env); dir != "" {

@@ -46,14 +46,15 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		i := rnd.IntN(len(pools))
 		p := pools[i]
 		replace := -1 // which pool must be fully replaced; -1 none
-		var what string
+		var what, initiator string
+		records := len(historyOf(t, p))
 		switch rnd.IntN(6) {
 		case 0:
 			what = "owner: config content"
 			update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
 				cm.Data[inputs.ConfigKey] = chrony(fmt.Sprintf("ntp%d.corp.example", step))
 			})
-			replace = i
+			replace, initiator = i, "spec"
 		case 1:
 			what = "owner: release version"
 			update(t, p, func(p *nodepoolv1.NodePool) {
@@ -63,7 +64,7 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 					p.Spec.Release.Version = "v1.36.3"
 				}
 			})
-			replace = i
+			replace, initiator = i, "version"
 		case 2:
 			what = "management: API-server proxy image"
 			image++
@@ -85,7 +86,7 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 			// second ahead is after every machine that exists now.
 			at := metav1.NewTime(time.Now().Truncate(time.Second).Add(time.Second))
 			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
-			replace = i
+			replace, initiator = i, "restart"
 		}
 		t.Logf("step %d: pool %d: %s", step, i, what)
 		for j, q := range pools {
@@ -103,6 +104,17 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 				t.Fatalf("step %d (%s): pool %d lost machines it did not ask to replace: before %d, after %d, kept %d",
 					step, what, j, before.machines.Len(), states[j].machines.Len(), before.machines.Intersection(states[j].machines).Len())
 			}
+		}
+		// The history says what happened: one more record for a rollout
+		// (with its initiator), none otherwise.
+		if replace >= 0 {
+			e := lastRecord(t, p, initiator, "Complete")
+			// The controller keeps 10 revisions (--history-limit).
+			if h := historyOf(t, p); len(h) != min(records+1, 10) || h[len(h)-1].Revision != e.Revision {
+				t.Fatalf("step %d (%s): %d records after %d, want exactly one more", step, what, len(h), records)
+			}
+		} else if h := historyOf(t, p); len(h) != records {
+			t.Fatalf("step %d (%s): a change that replaced nothing added %d history records", step, what, len(h)-records)
 		}
 	}
 }

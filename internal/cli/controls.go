@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+func newRestartCommand(o *Options) *cobra.Command {
+	var at string
+	cmd := &cobra.Command{
+		Use:   "restart POOL",
+		Short: "Replace every machine of a pool, now or at a time",
+		Long: `Force a rollout: set spec.management.rolloutAfter to now (or --at), so that
+once that time has come every machine created before it is replaced, on the
+latest payload, which also applies pending platform changes. The rollout is
+recorded with initiator "restart". A paused pool starts it when the pause ends.`,
+		Example: `  # Replace every machine of workers now.
+  kubectl nodepool rollout restart workers
+
+  # Replace them in tonight's maintenance window.
+  kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			when := o.now().UTC().Truncate(time.Second)
+			if at != "" {
+				t, err := time.Parse(time.RFC3339, at)
+				if err != nil {
+					return fmt.Errorf("--at %q is not an RFC3339 time such as 2026-12-01T02:00:00Z", at)
+				}
+				when = t.UTC().Truncate(time.Second)
+			}
+			ctx := cmd.Context()
+			c, pool, err := o.getPool(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			err = patchPool(ctx, c, pool, "spec.management.rolloutAfter", func(p *nodepoolv1.NodePool) {
+				p.Spec.Management.RolloutAfter = &metav1.Time{Time: when}
+			})
+			if err != nil {
+				return err
+			}
+			what := "restarted"
+			if when.After(o.now()) {
+				what = "restart scheduled"
+			}
+			o.warnPaused(pool)
+			return o.done(pool, "%s %s: every machine created before %s is replaced\n", poolRef(pool), what, when.Format(time.RFC3339))
+		},
+	}
+	cmd.Flags().StringVar(&at, "at", "", "when to replace the machines, an RFC3339 time (default: now)")
+	return cmd
+}
+
+func newPauseCommand(o *Options) *cobra.Command {
+	var until string
+	cmd := &cobra.Command{
+		Use:   "pause POOL",
+		Short: "Hold every new rollout of a pool",
+		Long: `Pause a NodePool: set spec.management.pausedUntil to "true" (until someone
+resumes it) or to the --until time. While paused no rollout starts, neither an
+owner change nor a forced one; a rollout already in progress continues, and
+scaling still works. Held rollouts start by themselves when the pause ends; the
+UpdatingConfig and UpdatingVersion conditions say what waits.`,
+		Example: `  # Hold rollouts until resumed.
+  kubectl nodepool rollout pause workers
+
+  # Hold them over the weekend.
+  kubectl nodepool rollout pause workers --until 2026-12-07T06:00:00Z`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			value := "true"
+			if until != "" {
+				t, err := time.Parse(time.RFC3339, until)
+				if err != nil {
+					return fmt.Errorf("--until %q is not an RFC3339 time such as 2026-12-01T02:00:00Z", until)
+				}
+				value = t.UTC().Format(time.RFC3339)
+			}
+			ctx := cmd.Context()
+			c, pool, err := o.getPool(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if pool.Spec.Management.PausedUntil == value {
+				return o.done(pool, "%s already paused%s\n", poolRef(pool), untilText(value))
+			}
+			if err := patchPool(ctx, c, pool, "spec.management.pausedUntil", func(p *nodepoolv1.NodePool) {
+				p.Spec.Management.PausedUntil = value
+			}); err != nil {
+				return err
+			}
+			return o.done(pool, "%s paused%s\n", poolRef(pool), untilText(value))
+		},
+	}
+	cmd.Flags().StringVar(&until, "until", "", "an RFC3339 time at which the pause ends by itself (default: until resumed)")
+	return cmd
+}
+
+func untilText(v string) string {
+	if v == "true" {
+		return ""
+	}
+	return " until " + v
+}
+
+func newResumeCommand(o *Options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume POOL",
+		Short: "End the pause of a pool",
+		Long: `Resume a paused NodePool: clear spec.management.pausedUntil. A rollout the
+pause held (an owner change, a restart, apply-pending) starts now. Resuming a
+pool that is not paused changes nothing.`,
+		Example: `  kubectl nodepool rollout resume workers`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, pool, err := o.getPool(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if p := pool.Spec.Management.PausedUntil; p == "" || p == "false" {
+				return o.done(pool, "%s is not paused\n", poolRef(pool))
+			}
+			if err := patchPool(ctx, c, pool, "spec.management.pausedUntil", func(p *nodepoolv1.NodePool) {
+				p.Spec.Management.PausedUntil = ""
+			}); err != nil {
+				return err
+			}
+			return o.done(pool, "%s resumed\n", poolRef(pool))
+		},
+	}
+}
+
+func newApplyPendingCommand(o *Options) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "apply-pending POOL",
+		Short: "Roll the pool's nodes to apply pending platform changes",
+		Long: `Apply pending platform (management) changes on the platform's behalf: set the
+annotation ` + rollout.AnnotationApplyPending + ` to now, so that every machine
+created before now is replaced once, on the latest payload. The rollout is
+recorded with initiator "platform". A paused pool starts it when the pause ends.
+
+Pending changes are those of status.pendingManagementChanges (see
+kubectl nodepool diff). With none pending, apply-pending refuses, since it would
+replace every machine for nothing; --force does it anyway.`,
+		Example: `  # Which platform changes wait? Then apply them.
+  kubectl nodepool diff workers
+  kubectl nodepool rollout apply-pending workers`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, pool, err := o.getPool(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			var pending []string
+			for _, r := range pool.Status.PendingManagementChanges {
+				pending = append(pending, r.Component)
+			}
+			if len(pending) == 0 && !force {
+				return fmt.Errorf("%s has no pending platform changes (status.pendingManagementChanges is empty): nothing to apply; use kubectl nodepool rollout restart to replace every machine anyway, or --force", poolRef(pool))
+			}
+			at := o.now().UTC().Truncate(time.Second).Format(time.RFC3339)
+			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", func(p *nodepoolv1.NodePool) {
+				if p.Annotations == nil {
+					p.Annotations = map[string]string{}
+				}
+				p.Annotations[rollout.AnnotationApplyPending] = at
+			}); err != nil {
+				return err
+			}
+			what := "every machine created before " + at + " is replaced"
+			if len(pending) > 0 {
+				what = "applying " + strings.Join(pending, ", ") + ": " + what
+			}
+			o.warnPaused(pool)
+			return o.done(pool, "%s apply-pending requested (initiator platform); %s\n", poolRef(pool), what)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "replace every machine even with no pending platform change")
+	return cmd
+}
+
+// patchPool applies change to the pool with a merge patch.
+func patchPool(ctx context.Context, c client.Client, pool *nodepoolv1.NodePool, field string, change func(*nodepoolv1.NodePool)) error {
+	before := pool.DeepCopy()
+	change(pool)
+	if err := c.Patch(ctx, pool, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("setting %s on NodePool %s/%s: %w", field, pool.Namespace, pool.Name, err)
+	}
+	return nil
+}
+
+// warnPaused says when a forced rollout waits for a pause to end.
+func (o *Options) warnPaused(pool *nodepoolv1.NodePool) {
+	switch p := pool.Spec.Management.PausedUntil; {
+	case p == "true":
+		fmt.Fprintf(o.ErrOut, "Warning: %s is paused: the rollout starts when it is resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Name)
+	case p != "" && p != "false":
+		if t, err := time.Parse(time.RFC3339, p); err == nil && t.After(o.now()) {
+			fmt.Fprintf(o.ErrOut, "Warning: %s is paused until %s: the rollout starts then\n", poolRef(pool), p)
+		}
+	}
+}
+
+// done reports a change of the pool: the message, or with -o json or yaml
+// the pool as it is now.
+func (o *Options) done(pool *nodepoolv1.NodePool, format string, args ...any) error {
+	if o.Output != "table" {
+		pool.ManagedFields = nil
+		return o.printStructured(pool)
+	}
+	_, err := fmt.Fprintf(o.out(), format, args...)
+	return err
+}

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// FleetRow is one pool of the fleet.
+type FleetRow struct {
+	Namespace string `json:"namespace"`
+	Pool      string `json:"pool"`
+	Cluster   string `json:"cluster"`
+	Version   string `json:"version,omitempty"`
+	Desired   int32  `json:"desired"`
+	Ready     int32  `json:"ready"`
+	UpToDate  int32  `json:"upToDate"`
+	Updating  string `json:"updating,omitempty"`
+	// Paused is spec.management.pausedUntil when the pool is paused.
+	Paused string `json:"paused,omitempty"`
+	// ManagementUpdates is the pool's policy for pending drift.
+	ManagementUpdates string `json:"managementUpdates,omitempty"`
+	// Drift is status.pendingManagementChanges with ages.
+	Drift []FleetDrift `json:"drift"`
+	// OldestDriftSeconds is the age of the oldest pending drift, 0 for none.
+	OldestDriftSeconds int64 `json:"oldestDriftSeconds"`
+}
+
+// FleetDrift is one pending platform component of a pool.
+type FleetDrift struct {
+	Component  string    `json:"component"`
+	Since      time.Time `json:"since"`
+	AgeSeconds int64     `json:"ageSeconds"`
+	Current    string    `json:"current"`
+	Desired    string    `json:"desired"`
+}
+
+// Orders of `fleet --sort-by`.
+var fleetOrders = map[string]func(a, b FleetRow) bool{
+	"name": func(a, b FleetRow) bool { return a.Namespace+"/"+a.Pool < b.Namespace+"/"+b.Pool },
+	"drift-age": func(a, b FleetRow) bool {
+		return a.OldestDriftSeconds > b.OldestDriftSeconds
+	},
+	"drift":   func(a, b FleetRow) bool { return len(a.Drift) > len(b.Drift) },
+	"cluster": func(a, b FleetRow) bool { return a.Namespace+"/"+a.Cluster < b.Namespace+"/"+b.Cluster },
+	"version": func(a, b FleetRow) bool { return a.Version < b.Version },
+}
+
+func newFleetCommand(o *Options) *cobra.Command {
+	var (
+		sortBy      string
+		pendingOnly bool
+	)
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "List pools with their pending platform changes and how old they are",
+		Long: `List the NodePools of the namespace (every namespace with -A), one row per pool:
+cluster, version, machines ready and up to date of the desired count, the
+rollout in progress, and the platform (management) components the nodes do not
+run yet with the age of each (status.pendingManagementChanges). Pending drift
+applies at a pool's next rollout, or now with kubectl nodepool rollout
+apply-pending POOL.
+
+--sort-by orders the rows: name (namespace/name, the default), drift-age (the
+oldest pending change first), drift (most pending components first), cluster or
+version. -o json gives every row with the drift's times and digests.`,
+		Example: `  # Which pools across the fleet have waited longest for platform changes?
+  kubectl nodepool fleet -A --sort-by drift-age
+
+  # Only the pools with pending drift, for a script.
+  kubectl nodepool fleet -A --pending -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			less, ok := fleetOrders[sortBy]
+			if !ok {
+				var names []string
+				for k := range fleetOrders {
+					names = append(names, k)
+				}
+				sort.Strings(names)
+				return fmt.Errorf("--sort-by %q: use one of %s", sortBy, strings.Join(names, ", "))
+			}
+			rows, err := o.fleet(cmd.Context(), pendingOnly)
+			if err != nil {
+				return err
+			}
+			sort.SliceStable(rows, func(i, j int) bool { return fleetOrders["name"](rows[i], rows[j]) })
+			sort.SliceStable(rows, func(i, j int) bool { return less(rows[i], rows[j]) })
+			if o.Output != "table" {
+				if rows == nil {
+					rows = []FleetRow{}
+				}
+				return o.printStructured(rows)
+			}
+			if len(rows) == 0 {
+				_, err := fmt.Fprintln(o.out(), "No NodePools found.")
+				return err
+			}
+			return fleetTable(o.now(), rows).print(o.out())
+		},
+	}
+	cmd.Flags().StringVar(&sortBy, "sort-by", "name", "order of the rows: name, drift-age, drift, cluster or version")
+	cmd.Flags().BoolVar(&pendingOnly, "pending", false, "only pools with pending platform changes")
+	return cmd
+}
+
+func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, error) {
+	c, err := o.kubeClient()
+	if err != nil {
+		return nil, err
+	}
+	var opts []client.ListOption
+	where := "in every namespace"
+	if !o.AllNamespaces {
+		ns, err := o.namespace()
+		if err != nil {
+			return nil, err
+		}
+		opts, where = append(opts, client.InNamespace(ns)), "in namespace "+ns
+	}
+	list := &nodepoolv1.NodePoolList{}
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing NodePools %s: %w", where, err)
+	}
+	now := o.now()
+	var rows []FleetRow
+	for _, p := range list.Items {
+		r := FleetRow{
+			Namespace: p.Namespace, Pool: p.Name, Cluster: p.Spec.ClusterName, Version: p.Status.Version,
+			Ready: p.Status.ReadyReplicas, UpToDate: p.Status.UpdatedReplicas, Updating: p.Status.Updating,
+			ManagementUpdates: string(p.Spec.Management.ManagementUpdates), Drift: []FleetDrift{},
+		}
+		switch {
+		case p.Spec.Replicas != nil:
+			r.Desired = *p.Spec.Replicas
+		default:
+			r.Desired = p.Status.Replicas
+		}
+		if v := p.Spec.Management.PausedUntil; v == "true" {
+			r.Paused = v
+		} else if t, err := time.Parse(time.RFC3339, v); err == nil && now.Before(t) {
+			r.Paused = v
+		}
+		for _, d := range p.Status.PendingManagementChanges {
+			a := int64(now.Sub(d.Since.Time).Seconds())
+			r.Drift = append(r.Drift, FleetDrift{Component: d.Component, Since: d.Since.UTC(), AgeSeconds: a, Current: d.Current, Desired: d.Desired})
+			r.OldestDriftSeconds = max(r.OldestDriftSeconds, a)
+		}
+		if pendingOnly && len(r.Drift) == 0 {
+			continue
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func fleetTable(now time.Time, rows []FleetRow) *table {
+	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
+	for _, r := range rows {
+		var drift []string
+		for _, d := range r.Drift {
+			drift = append(drift, fmt.Sprintf("%s(%s)", d.Component, age(now, d.Since)))
+		}
+		oldest := "-"
+		if len(r.Drift) > 0 {
+			oldest = age(now, now.Add(-time.Duration(r.OldestDriftSeconds)*time.Second))
+		}
+		paused := "-"
+		if r.Paused != "" {
+			paused = "until " + r.Paused
+			if r.Paused == "true" {
+				paused = "yes"
+			}
+		}
+		t.add(r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
+			or(r.Updating, "-"), paused, or(strings.Join(drift, ","), "-"), oldest)
+	}
+	return t
+}

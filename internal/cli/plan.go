@@ -1,0 +1,544 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// What a plan predicts for a pool (PlanResult.Rollout).
+const (
+	PlanCreate    = "create"    // a new pool: its machines are created
+	PlanNow       = "now"       // a rollout starts as soon as the change is applied
+	PlanNone      = "none"      // no machine is replaced
+	PlanDeferred  = "deferred"  // a rollout waits for the pool's pause to end
+	PlanScheduled = "scheduled" // a forced rollout waits for its time
+	PlanInvalid   = "invalid"   // the inputs do not render: nothing changes on the nodes
+	PlanRefused   = "refused"   // the API server refuses the edited NodePool
+)
+
+// PlanResult is what `plan` predicts for one pool.
+type PlanResult struct {
+	Namespace string `json:"namespace"`
+	Pool      string `json:"pool"`
+	// Rollout is create, now, none, deferred, scheduled, invalid or refused.
+	Rollout string `json:"rollout"`
+	// Rolls is true when the change replaces machines (now, or once the
+	// pause or the scheduled time has come).
+	Rolls bool `json:"rolls"`
+	// Initiator is who the rollout is recorded for: spec, version,
+	// restart, platform or policy.
+	Initiator string `json:"initiator,omitempty"`
+	// Changed are, when the change rolls the nodes, the payload components
+	// in which what the machines would run differs from what they run now.
+	Changed []PlanComponent `json:"changed,omitempty"`
+	// Machines is how many machines are replaced (created, for a new pool).
+	Machines int32 `json:"machines"`
+	// Steps is how many rounds of at most MaxSurge+MaxUnavailable machines
+	// a RollingUpdate replaces them in.
+	Steps          int32  `json:"steps"`
+	Strategy       string `json:"strategy,omitempty"`
+	MaxSurge       int32  `json:"maxSurge"`
+	MaxUnavailable int32  `json:"maxUnavailable"`
+	// InPlace lists spec changes applied without replacing a machine.
+	InPlace []string `json:"inPlace,omitempty"`
+	// PendingDrift lists the platform components the nodes would still
+	// not run after the change (a rollout carries the drift it changes).
+	PendingDrift []string `json:"pendingDrift,omitempty"`
+	RolloutHash  string   `json:"rolloutHash,omitempty"`
+	PayloadHash  string   `json:"payloadHash,omitempty"`
+	// Message says it in a sentence.
+	Message  string   `json:"message"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// PlanComponent is a payload component that changes.
+type PlanComponent struct {
+	Component string `json:"component"`
+	// Class is rollout (owner intent) or management (platform).
+	Class    string `json:"class"`
+	Delivery string `json:"delivery,omitempty"`
+}
+
+func newPlanCommand(o *Options) *cobra.Command {
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "plan -f FILE...",
+		Short: "Predict whether an edit would replace a pool's nodes, without applying it",
+		Long: `Predict, without applying anything, what the controller would do if the given
+NodePool, ConfigMap and Secret manifests were applied: whether nodes would roll
+(now, after the pool's pause, at a scheduled time, or not at all), who the
+rollout would be recorded for, which payload components change, how many
+machines are replaced and in how many steps (maxSurge, maxUnavailable), what is
+applied in place, and which platform changes stay pending.
+
+plan asks the API server to validate and default the edited NodePool (a
+server-side dry run: CEL rules and defaults apply, nothing is stored), gathers
+the pool's inputs with the edited objects laid over the cluster's, renders the
+payload and calls the controller's own rollout engine on what the controller
+observes (its MachineDeployment, MachineSets, Machines and Secrets). Edited
+ConfigMaps and Secrets alone plan every pool that reads them (the management
+config: every pool of the namespace, or of all namespaces with -A).
+
+Exit status 1 when an edit is refused or its inputs are invalid.`,
+		Example: `  # Will bumping the version of workers roll its nodes, and how?
+  kubectl nodepool plan -f workers.yaml
+
+  # Will this chrony config change roll the pools that use it?
+  kubectl nodepool plan -f chrony-configmap.yaml -o json
+
+  # What would a new API-server proxy image do to every pool?
+  kubectl nodepool plan -A -f management-config.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return fmt.Errorf("give the edited manifests with -f FILE (or -f - for standard input)")
+			}
+			return o.plan(cmd.Context(), files)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifests of edited NodePools, ConfigMaps and Secrets (YAML or JSON; - for standard input)")
+	return cmd
+}
+
+func (o *Options) plan(ctx context.Context, files []string) error {
+	c, err := o.kubeClient()
+	if err != nil {
+		return err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return err
+	}
+	m, err := readManifests(files, o.In, ns)
+	if err != nil {
+		return err
+	}
+	mc, err := o.managementConfigKey()
+	if err != nil {
+		return err
+	}
+	sources := newOverlay(c)
+	for _, obj := range m.objects {
+		if err := sources.add(obj); err != nil {
+			return err
+		}
+	}
+	var results []PlanResult
+	planned := map[types.NamespacedName]bool{}
+	for _, edited := range m.pools {
+		key := client.ObjectKeyFromObject(edited)
+		if planned[key] {
+			return fmt.Errorf("NodePool %s is given twice", key)
+		}
+		planned[key] = true
+		r, err := o.planPool(ctx, c, sources, edited, nil)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	// Pools not given that read an edited ConfigMap or Secret.
+	affected, err := o.poolsReading(ctx, c, m.objects, mc, ns)
+	if err != nil {
+		return err
+	}
+	for i := range affected {
+		p := &affected[i]
+		if planned[client.ObjectKeyFromObject(p)] {
+			continue
+		}
+		planned[client.ObjectKeyFromObject(p)] = true
+		r, err := o.planPool(ctx, c, sources, nil, p)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		return fmt.Errorf("no NodePool reads the given objects: nothing to plan (give the NodePool with -f, or -n/-A for the pools of another namespace)")
+	}
+	if o.Output != "table" {
+		if err := o.printStructured(results); err != nil {
+			return err
+		}
+	} else if err := printPlan(o, results); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Rollout == PlanRefused || r.Rollout == PlanInvalid {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("NodePool %s/%s: %s", r.Namespace, r.Pool, r.Message)}
+		}
+	}
+	return nil
+}
+
+// poolsReading lists the pools that read one of objs: the management
+// config is read by every pool (of ns, or of every namespace with -A).
+func (o *Options) poolsReading(ctx context.Context, c client.Reader, objs []client.Object, mc types.NamespacedName, ns string) ([]nodepoolv1.NodePool, error) {
+	var out []nodepoolv1.NodePool
+	for _, obj := range objs {
+		_, isCM := obj.(*corev1.ConfigMap)
+		isMC := isCM && client.ObjectKeyFromObject(obj) == mc
+		listNS := obj.GetNamespace()
+		if isMC {
+			listNS = ns
+			if o.AllNamespaces {
+				listNS = ""
+			}
+		}
+		list := &nodepoolv1.NodePoolList{}
+		if err := c.List(ctx, list, client.InNamespace(listNS)); err != nil {
+			return nil, fmt.Errorf("listing the NodePools that read %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, client.ObjectKeyFromObject(obj), err)
+		}
+		for _, p := range list.Items {
+			if isMC || inputs.References(&p, obj) {
+				out = append(out, p)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	return out, nil
+}
+
+// planPool predicts for one pool: edited is the pool as given (nil when
+// only its inputs were edited), live the pool in the cluster if known.
+func (o *Options) planPool(ctx context.Context, c client.Client, sources client.Reader, edited, live *nodepoolv1.NodePool) (PlanResult, error) {
+	if live == nil {
+		live = &nodepoolv1.NodePool{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(edited), live); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return PlanResult{}, fmt.Errorf("reading NodePool %s: %w", client.ObjectKeyFromObject(edited), err)
+			}
+			live = nil
+		}
+	}
+	ref := edited
+	if ref == nil {
+		ref = live
+	}
+	r := PlanResult{Namespace: ref.Namespace, Pool: ref.Name}
+	pool := live
+	if edited != nil {
+		p, err := dryRun(ctx, c, edited, live)
+		if err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) {
+				r.Rollout, r.Message = PlanRefused, "the API server refuses the edited NodePool: "+apiMessage(err)
+				return r, nil
+			}
+			return r, err
+		}
+		pool = p
+	}
+	d, err := o.decide(ctx, c, sources, pool)
+	if err != nil {
+		return r, err
+	}
+	r.Warnings = d.Warnings
+	describePlan(&r, d, live, pool)
+	return r, nil
+}
+
+// dryRun returns the edited pool as the API server would store it
+// (defaults, validation), with the live pool's status and annotations.
+func dryRun(ctx context.Context, c client.Client, edited, live *nodepoolv1.NodePool) (*nodepoolv1.NodePool, error) {
+	if live == nil {
+		p := edited.DeepCopy()
+		p.ResourceVersion, p.UID, p.Status = "", "", nodepoolv1.NodePoolStatus{}
+		if err := c.Create(ctx, p, client.DryRunAll); err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	p := live.DeepCopy()
+	p.Spec = *edited.Spec.DeepCopy()
+	for k, v := range edited.Labels {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[k] = v
+	}
+	for k, v := range edited.Annotations {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[k] = v
+	}
+	if err := c.Update(ctx, p, client.DryRunAll); err != nil {
+		return nil, err
+	}
+	p.Status = live.Status
+	return p, nil
+}
+
+// apiMessage is the API server's message of an error without its prefix.
+func apiMessage(err error) string {
+	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Message != "" {
+		return s.Status().Message
+	}
+	return err.Error()
+}
+
+// describePlan turns the engine's plan into what the user asked.
+func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
+	in, plan := d.In, d.Plan
+	r.RolloutHash, r.InPlace = in.Hashes.Rollout, inPlaceChanges(live, pool)
+	if in.Latest != nil {
+		r.PayloadHash = in.Latest.Hash
+	}
+	desired := ptr.Deref(pool.Spec.Replicas, 0)
+	if pool.Spec.Replicas == nil && pool.Spec.AutoScaling != nil {
+		desired = pool.Spec.AutoScaling.Min
+		if md := in.MachineDeployment; md != nil && md.Replicas > desired {
+			desired = min(md.Replicas, pool.Spec.AutoScaling.Max)
+		}
+	}
+	strategy(r, pool, desired)
+
+	switch {
+	case in.RenderErr != nil:
+		r.Rollout = PlanInvalid
+		r.Message = "the pool's inputs would be invalid, so nothing changes on the nodes and scale-up keeps booting the payload the pool serves: " + in.RenderErr.Error()
+		return
+	case live == nil:
+		r.Rollout, r.Rolls, r.Machines, r.Steps = PlanCreate, true, desired, 1
+		if plan.Record != nil {
+			r.Initiator = string(plan.Record.Initiator)
+		}
+		r.Message = fmt.Sprintf("a new pool: %d machines are created, booting payload %s", desired, payload.Short(r.PayloadHash))
+		return
+	}
+	rec := plan.Record
+	paused, scheduled := "", ""
+	for _, c := range plan.Conditions {
+		if c.Type != nodepoolv1.ConditionUpdatingConfig && c.Type != nodepoolv1.ConditionUpdatingVersion {
+			continue
+		}
+		switch c.Reason {
+		case nodepoolv1.ReasonPaused:
+			paused = or(paused, c.Message)
+		case nodepoolv1.ReasonRolloutScheduled:
+			scheduled = or(scheduled, c.Message)
+		}
+	}
+	machines := int32(len(liveMachines(d)))
+	switch {
+	case rec != nil:
+		r.Rollout, r.Rolls, r.Initiator = PlanNow, true, string(rec.Initiator)
+		r.Machines = max(machines, desired)
+		if rec.ForcedAt != nil {
+			r.Machines = machines
+		}
+	case paused != "":
+		r.Rollout, r.Rolls, r.Machines = PlanDeferred, true, max(machines, desired)
+	case scheduled != "":
+		r.Rollout, r.Rolls, r.Machines = PlanScheduled, true, max(machines, desired)
+	default:
+		r.Rollout = PlanNone
+	}
+	// What the machines would run after the rollout that differs from what
+	// they run; the drift a rollout does not carry stays pending.
+	applied := map[string]bool{}
+	if r.Rolls {
+		r.Changed = changedComponents(d)
+		for _, c := range r.Changed {
+			applied[c.Component] = true
+		}
+	}
+	for _, row := range plan.Pending {
+		if !applied[row.Component] {
+			r.PendingDrift = append(r.PendingDrift, row.Component)
+		}
+	}
+	r.Steps = steps(r)
+	r.Message = planMessage(r, paused, scheduled, pool)
+}
+
+// liveMachines are the pool's machines not being deleted.
+func liveMachines(d *decision) []string {
+	var out []string
+	for _, m := range d.Objects.Machines {
+		if m.DeletionTimestamp.IsZero() {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// changedComponents are the components in which what the machines would
+// run differs from what they run: the engine's record of a rollout that
+// starts, else the difference between the payload the machines' rollout
+// started with and the latest one.
+func changedComponents(d *decision) []PlanComponent {
+	var names []string
+	if rec := d.Plan.Record; rec != nil {
+		names = rec.Changed
+	} else if d.In.Latest != nil && d.In.MachineDeployment != nil {
+		if ud, ok := d.In.UserData[d.In.MachineDeployment.DataSecretName]; ok {
+			if base, ok := d.In.Payloads[ud.PayloadHash]; ok {
+				for _, ch := range payload.Diff(base.Manifest, d.In.Latest.Manifest) {
+					names = append(names, ch.Component.Name())
+				}
+			}
+		}
+	}
+	var out []PlanComponent
+	for _, n := range names {
+		pc := PlanComponent{Component: n}
+		if c, err := inputs.ParseComponent(n); err == nil {
+			pc.Class, pc.Delivery = string(c.Class()), string(c.Delivery())
+		}
+		out = append(out, pc)
+	}
+	return out
+}
+
+// strategy fills how machines are replaced: Cluster API's RollingUpdate
+// resolves maxSurge rounding up and maxUnavailable rounding down against
+// the desired count, and uses maxUnavailable 1 when both come to 0.
+func strategy(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
+	rs := pool.Spec.Management.Replace
+	r.Strategy = string(or(string(rs.Strategy), string(nodepoolv1.ReplaceStrategyRollingUpdate)))
+	if r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
+		return
+	}
+	surge := ptr.Deref(rs.RollingUpdate.MaxSurge, intstr.FromInt32(1))
+	unavailable := ptr.Deref(rs.RollingUpdate.MaxUnavailable, intstr.FromInt32(0))
+	s, err1 := intstr.GetScaledValueFromIntOrPercent(&surge, int(desired), true)
+	u, err2 := intstr.GetScaledValueFromIntOrPercent(&unavailable, int(desired), false)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	if s == 0 && u == 0 {
+		u = 1
+	}
+	r.MaxSurge, r.MaxUnavailable = int32(s), int32(u)
+}
+
+func steps(r *PlanResult) int32 {
+	if !r.Rolls || r.Machines == 0 || r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
+		return 0
+	}
+	per := r.MaxSurge + r.MaxUnavailable
+	if per <= 0 {
+		return 0
+	}
+	return (r.Machines + per - 1) / per
+}
+
+// inPlaceChanges lists what changes without replacing a machine.
+func inPlaceChanges(live, pool *nodepoolv1.NodePool) []string {
+	if live == nil {
+		return nil
+	}
+	a, b := &live.Spec, &pool.Spec
+	var out []string
+	if !equality.Semantic.DeepEqual(a.NodeLabels, b.NodeLabels) {
+		out = append(out, "nodeLabels")
+	}
+	if !equality.Semantic.DeepEqual(a.Taints, b.Taints) {
+		out = append(out, "taints")
+	}
+	if !equality.Semantic.DeepEqual(a.NodeDrainTimeout, b.NodeDrainTimeout) {
+		out = append(out, "nodeDrainTimeout")
+	}
+	if !equality.Semantic.DeepEqual(a.Replicas, b.Replicas) || !equality.Semantic.DeepEqual(a.AutoScaling, b.AutoScaling) {
+		out = append(out, "replicas "+size(a)+"→"+size(b))
+	}
+	if !equality.Semantic.DeepEqual(a.Management.Replace, b.Management.Replace) {
+		out = append(out, "management.replace")
+	}
+	if a.Management.ManagementUpdates != b.Management.ManagementUpdates {
+		out = append(out, "managementUpdates "+string(a.Management.ManagementUpdates)+"→"+string(b.Management.ManagementUpdates))
+	}
+	return out
+}
+
+func size(s *nodepoolv1.NodePoolSpec) string {
+	if s.AutoScaling != nil {
+		return fmt.Sprintf("%d-%d", s.AutoScaling.Min, s.AutoScaling.Max)
+	}
+	return fmt.Sprint(ptr.Deref(s.Replicas, 0))
+}
+
+func planMessage(r *PlanResult, paused, scheduled string, pool *nodepoolv1.NodePool) string {
+	var parts []string
+	how := fmt.Sprintf("%d machines replaced in %d steps (RollingUpdate, maxSurge %d, maxUnavailable %d)", r.Machines, r.Steps, r.MaxSurge, r.MaxUnavailable)
+	if r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
+		how = fmt.Sprintf("%d machines replaced as they are deleted (strategy %s)", r.Machines, r.Strategy)
+	}
+	switch r.Rollout {
+	case PlanNow:
+		parts = append(parts, fmt.Sprintf("nodes roll now (initiator %s): %s", r.Initiator, how))
+	case PlanDeferred:
+		parts = append(parts, fmt.Sprintf("nodes roll when the pause ends: %s; %s", how, paused))
+	case PlanScheduled:
+		parts = append(parts, fmt.Sprintf("nodes roll later: %s; %s", how, scheduled))
+	default:
+		if u := pool.Status.Updating; u != "" {
+			parts = append(parts, "no machine is replaced beyond the rollout in progress (updating "+u+")")
+		} else {
+			parts = append(parts, "no machine is replaced")
+		}
+	}
+	if len(r.InPlace) > 0 {
+		parts = append(parts, "applied in place: "+strings.Join(r.InPlace, ", "))
+	}
+	if len(r.PendingDrift) > 0 {
+		note := "they apply at the next rollout"
+		if pool.Spec.Management.ManagementUpdates == nodepoolv1.ManagementUpdatesNewNodes {
+			note = "new nodes boot them already (managementUpdates: NewNodes)"
+		}
+		parts = append(parts, fmt.Sprintf("platform changes pending: %s (%s)", strings.Join(r.PendingDrift, ", "), note))
+	} else if r.Rolls {
+		var mgmt []string
+		for _, c := range r.Changed {
+			if c.Class == string(inputs.ClassManagement) {
+				mgmt = append(mgmt, c.Component)
+			}
+		}
+		if len(mgmt) > 0 {
+			parts = append(parts, "the new nodes also get the pending platform changes: "+strings.Join(mgmt, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func printPlan(o *Options, results []PlanResult) error {
+	t := &table{header: []string{"NAMESPACE", "POOL", "ROLLOUT", "INITIATOR", "CHANGED", "MACHINES", "STEPS", "IN-PLACE", "PENDING-DRIFT"}}
+	for _, r := range results {
+		var changed []string
+		for _, c := range r.Changed {
+			changed = append(changed, c.Component)
+		}
+		t.add(r.Namespace, r.Pool, r.Rollout, or(r.Initiator, "-"), or(strings.Join(changed, ","), "-"),
+			fmt.Sprint(r.Machines), fmt.Sprint(r.Steps), or(strings.Join(r.InPlace, ","), "-"), or(strings.Join(r.PendingDrift, ","), "-"))
+	}
+	if err := t.print(o.out()); err != nil {
+		return err
+	}
+	fmt.Fprintln(o.out())
+	for _, r := range results {
+		fmt.Fprintf(o.out(), "%s/%s: %s\n", r.Namespace, r.Pool, r.Message)
+		for _, w := range r.Warnings {
+			fmt.Fprintf(o.ErrOut, "Warning: %s/%s: %s\n", r.Namespace, r.Pool, w)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// Phases of a pool's rollout, as `rollout status` reports them.
+const (
+	PhasePending    = "Pending"    // the controller has not seen the latest spec yet
+	PhaseStarting   = "Starting"   // a forced rollout was requested and has not started yet
+	PhaseRollingOut = "RollingOut" // machines are being replaced
+	PhasePaused     = "Paused"     // a rollout is held by spec.management.pausedUntil
+	PhaseScaling    = "Scaling"    // no rollout, but not every machine is up and ready
+	PhaseComplete   = "Complete"   // every machine runs the current rollout and is ready
+	PhaseFailed     = "Failed"     // the rollout cannot proceed: the reason says why
+)
+
+// RolloutStatus is where a pool's rollout stands.
+type RolloutStatus struct {
+	Namespace string `json:"namespace"`
+	Pool      string `json:"pool"`
+	Phase     string `json:"phase"`
+	// Message says what the phase waits for or why it failed.
+	Message  string `json:"message,omitempty"`
+	Desired  int32  `json:"desired"`
+	Replicas int32  `json:"replicas"`
+	Ready    int32  `json:"ready"`
+	UpToDate int32  `json:"upToDate"`
+	Version  string `json:"version,omitempty"`
+	Updating string `json:"updating,omitempty"`
+	// Note is extra information on a complete rollout, such as a forced
+	// rollout scheduled later.
+	Note string `json:"note,omitempty"`
+
+	pausedIndefinitely bool
+}
+
+func newStatusCommand(o *Options) *cobra.Command {
+	var (
+		watch            bool
+		timeout          time.Duration
+		progressDeadline time.Duration
+		interval         time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status POOL",
+		Short: "Follow a pool's rollout until it completes",
+		Long: `Follow the rollout of a NodePool until every machine runs the current rollout
+and is ready, printing its progress (machines up to date of the desired count,
+and the phase) each time it changes.
+
+Phases: Pending (the controller has not seen the latest spec yet), Starting (a
+forced rollout was requested and has not started yet), RollingOut, Paused
+(spec.management.pausedUntil holds the rollout), Scaling, Complete, Failed.
+
+Exit status: 0 when the rollout is complete (or at once with --watch=false);
+1 when it cannot proceed (invalid inputs, the controller does not act on the
+pool); 2 when it stalled (no progress for --progress-deadline, or paused with
+pausedUntil "true", which only a person ends); 3 after --timeout.`,
+		Example: `  # Wait for the rollout of workers to finish, at most 30 minutes.
+  kubectl nodepool rollout status workers --timeout 30m
+
+  # Print where the rollout stands and return at once.
+  kubectl nodepool rollout status workers --watch=false -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.rolloutStatus(cmd.Context(), args[0], watch, timeout, progressDeadline, interval)
+		},
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", true, "wait until the rollout completes; --watch=false prints the status once")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (exit status 3); 0 waits forever")
+	cmd.Flags().DurationVar(&progressDeadline, "progress-deadline", 10*time.Minute, "report the rollout as stalled (exit status 2) when nothing changed for this long")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to look")
+	_ = cmd.Flags().MarkHidden("interval")
+	return cmd
+}
+
+func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, timeout, progressDeadline, interval time.Duration) error {
+	start := o.now()
+	lastChange, lastKey, lastLine := start, "", ""
+	for {
+		c, pool, err := o.getPool(ctx, name)
+		if err != nil {
+			return err
+		}
+		st, err := o.currentStatus(ctx, c, pool)
+		if err != nil {
+			return err
+		}
+		if o.Output == "table" {
+			if line := st.line(); line != lastLine {
+				fmt.Fprintln(o.out(), line)
+				lastLine = line
+			}
+		}
+		finish := func(err error) error {
+			if o.Output != "table" {
+				if perr := o.printStructured(st); perr != nil {
+					return perr
+				}
+			}
+			return err
+		}
+		now := o.now()
+		switch {
+		case st.Phase == PhaseFailed:
+			return finish(&ExitError{Code: ExitFailure, Err: fmt.Errorf("rollout of %s failed: %s", poolRef(pool), st.Message)})
+		case st.Phase == PhaseComplete || !watch:
+			return finish(nil)
+		case st.pausedIndefinitely:
+			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s is paused (spec.management.pausedUntil: \"true\"): run `kubectl nodepool rollout resume %s` to let it start", poolRef(pool), pool.Name)})
+		}
+		if key := st.progressKey(); key != lastKey {
+			lastKey, lastChange = key, now
+		}
+		if st.Phase != PhasePaused && progressDeadline > 0 && now.Sub(lastChange) >= progressDeadline {
+			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s stalled: no progress for %s (%s)", poolRef(pool), progressDeadline, st.stallHint(pool))})
+		}
+		if timeout > 0 && now.Sub(start) >= timeout {
+			return finish(&ExitError{Code: ExitTimeout, Err: fmt.Errorf("timed out after %s waiting for the rollout of %s: %s", timeout, poolRef(pool), st.progress())})
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+// currentStatus reads where the pool's rollout stands from its status,
+// conditions and MachineDeployment.
+func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) (RolloutStatus, error) {
+	st := RolloutStatus{
+		Namespace: pool.Namespace, Pool: pool.Name,
+		Replicas: pool.Status.Replicas, Ready: pool.Status.ReadyReplicas, UpToDate: pool.Status.UpdatedReplicas,
+		Version: pool.Status.Version, Updating: pool.Status.Updating,
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), md); client.IgnoreNotFound(err) != nil {
+		return st, fmt.Errorf("reading MachineDeployment %s/%s: %w", pool.Namespace, pool.Name, err)
+	} else if err != nil {
+		md = nil
+	}
+	switch {
+	case pool.Spec.Replicas != nil:
+		st.Desired = *pool.Spec.Replicas
+	case md != nil:
+		st.Desired = ptr.Deref(md.Spec.Replicas, 0)
+	case pool.Spec.AutoScaling != nil:
+		st.Desired = pool.Spec.AutoScaling.Min
+	}
+	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(pool.Status.Conditions, t) }
+	isFalse := func(t string) (*metav1.Condition, bool) {
+		c := cond(t)
+		return c, c != nil && c.Status == metav1.ConditionFalse
+	}
+	updatingConfig, updatingVersion := cond(nodepoolv1.ConditionUpdatingConfig), cond(nodepoolv1.ConditionUpdatingVersion)
+	paused := func(c *metav1.Condition) bool { return c != nil && c.Reason == nodepoolv1.ReasonPaused }
+	if c, f := isFalse(nodepoolv1.ConditionReconciliationActive); f && c.Reason == nodepoolv1.ReasonUnsupported {
+		st.Phase, st.Message = PhaseFailed, c.Message
+		return st, nil
+	}
+	if !pool.DeletionTimestamp.IsZero() {
+		st.Phase, st.Message = PhaseFailed, "the pool is being deleted"
+		return st, nil
+	}
+	if pool.Status.ObservedGeneration < pool.Generation {
+		st.Phase = PhasePending
+		st.Message = fmt.Sprintf("waiting for the controller to observe generation %d (it has seen %d)", pool.Generation, pool.Status.ObservedGeneration)
+		return st, nil
+	}
+	for _, t := range []string{nodepoolv1.ConditionValidMachineConfig, nodepoolv1.ConditionValidGeneratedPayload} {
+		if c, f := isFalse(t); f {
+			st.Phase, st.Message = PhaseFailed, fmt.Sprintf("%s is False (%s): %s", t, c.Reason, c.Message)
+			return st, nil
+		}
+	}
+	switch {
+	case paused(updatingConfig) || paused(updatingVersion):
+		st.Phase = PhasePaused
+		st.Message = updatingConfig.Message
+		if paused(updatingVersion) && !paused(updatingConfig) {
+			st.Message = updatingVersion.Message
+		}
+		st.pausedIndefinitely = pool.Spec.Management.PausedUntil == "true"
+		return st, nil
+	case pool.Status.Updating != "":
+		st.Phase = PhaseRollingOut
+		for _, c := range []*metav1.Condition{updatingConfig, updatingVersion} {
+			if c != nil && c.Status == metav1.ConditionTrue {
+				st.Message = c.Message
+				break
+			}
+		}
+		return st, nil
+	}
+	scheduled := updatingConfig != nil && updatingConfig.Reason == nodepoolv1.ReasonRolloutScheduled
+	if at, ok := applyPendingNotStarted(pool, md, o.now()); ok && !scheduled {
+		st.Phase = PhaseStarting
+		st.Message = fmt.Sprintf("waiting for the controller to start the rollout that applies pending platform changes (requested at %s)", at.Format(time.RFC3339))
+		return st, nil
+	}
+	if st.Replicas != st.Desired || st.Ready < st.Desired || st.UpToDate < st.Desired {
+		st.Phase = PhaseScaling
+		st.Message = fmt.Sprintf("waiting for %d machines up to date and ready", st.Desired)
+		if c := cond(nodepoolv1.ConditionAllMachinesReady); c != nil && c.Status != metav1.ConditionTrue {
+			st.Message += ": " + c.Message
+		}
+		return st, nil
+	}
+	st.Phase = PhaseComplete
+	if scheduled {
+		st.Note = updatingConfig.Message
+	}
+	return st, nil
+}
+
+// applyPendingNotStarted reports whether an apply-pending request (an
+// annotation, which does not change the generation) is due and not yet on
+// the MachineDeployment, the engine's own test for a forced rollout that
+// was carried out (rollout.after at or after the request). A paused pool
+// reports Paused instead once the controller has seen the request, and a
+// newer forced rollout scheduled later (RolloutScheduled) includes it.
+func applyPendingNotStarted(pool *nodepoolv1.NodePool, md *clusterv1.MachineDeployment, now time.Time) (time.Time, bool) {
+	v := pool.Annotations[rollout.AnnotationApplyPending]
+	if v == "" || md == nil {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, v)
+	if err != nil || at.After(now) {
+		return time.Time{}, false
+	}
+	if p := pool.Spec.Management.PausedUntil; p != "" && p != "false" {
+		return time.Time{}, false
+	}
+	applied := !md.Spec.Rollout.After.IsZero() && !md.Spec.Rollout.After.Time.Before(at.UTC().Truncate(time.Second))
+	return at, !applied
+}
+
+func (st RolloutStatus) progress() string {
+	return fmt.Sprintf("%d of %d machines up to date, %d ready", st.UpToDate, st.Desired, st.Ready)
+}
+
+func (st RolloutStatus) line() string {
+	switch st.Phase {
+	case PhaseComplete:
+		s := fmt.Sprintf("nodepool %q successfully rolled out: %d of %d machines up to date and ready, version %s", st.Pool, st.UpToDate, st.Desired, or(st.Version, "<none>"))
+		if st.Note != "" {
+			s += "; " + st.Note
+		}
+		return s
+	case PhaseFailed:
+		return fmt.Sprintf("nodepool %q rollout failed: %s", st.Pool, st.Message)
+	}
+	return fmt.Sprintf("Waiting for nodepool %q rollout to finish: %s (%s: %s)...", st.Pool, st.progress(), st.Phase, st.Message)
+}
+
+func (st RolloutStatus) progressKey() string {
+	return fmt.Sprintf("%s/%d/%d/%d/%d/%s", st.Phase, st.Replicas, st.Ready, st.UpToDate, st.Desired, st.Updating)
+}
+
+func (st RolloutStatus) stallHint(pool *nodepoolv1.NodePool) string {
+	for _, t := range []string{nodepoolv1.ConditionAllMachinesReady, nodepoolv1.ConditionReconciliationActive, nodepoolv1.ConditionAllNodesHealthy} {
+		if c := meta.FindStatusCondition(pool.Status.Conditions, t); c != nil && c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("%s: %s", t, c.Message)
+		}
+	}
+	return st.progress()
+}
