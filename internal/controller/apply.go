@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -26,7 +27,9 @@ import (
 // apply carries out a plan, in an order that never leaves a reference
 // dangling: payloads, then tokens, then user-data, then the template clone,
 // then the MachineDeployment; deletions last.
-func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, w *world, plan rollout.Plan) error {
+// templateName is the clone name of the current inputs' template, computed
+// once by observe.Latest; the clone is made when the plan targets it.
+func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, templateName string, w *world, plan rollout.Plan) error {
 	for _, pl := range plan.Payloads {
 		if err := r.storePayload(ctx, pool, pl); err != nil {
 			return err
@@ -46,7 +49,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		}
 	}
 	if plan.MachineDeployment != nil && plan.MachineDeployment.TemplateName != "" && in != nil &&
-		plan.MachineDeployment.TemplateName == payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(in.InfrastructureTemplate)) {
+		plan.MachineDeployment.TemplateName == templateName {
 		if err := r.ensureTemplateClone(ctx, pool, in, plan.MachineDeployment.TemplateName); err != nil {
 			return err
 		}
@@ -182,7 +185,7 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 		return fmt.Errorf("reading infrastructure template clone %s: %w", name, err)
 	}
 	var spec map[string]any
-	if err := jsonUnmarshal(in.InfrastructureTemplate.Spec, &spec); err != nil {
+	if err := json.Unmarshal(in.InfrastructureTemplate.Spec, &spec); err != nil {
 		return fmt.Errorf("decoding infrastructure template spec: %w", err)
 	}
 	clone.SetNamespace(pool.Namespace)

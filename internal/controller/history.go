@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -27,7 +28,7 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 	}
 	var owned []appsv1.ControllerRevision
 	for _, cr := range list.Items {
-		if metav1IsControlledBy(&cr, pool) {
+		if metav1.IsControlledBy(&cr, pool) {
 			owned = append(owned, cr)
 		}
 	}
@@ -44,13 +45,12 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 			if err := r.Client.Patch(ctx, cr, client.MergeFrom(before)); err != nil {
 				return fmt.Errorf("recording the outcome of revision %d: %w", cr.Revision, err)
 			}
+			e, _ := history.Decode(cr)
+			took := time.Duration(0) // a superseded rollout has no duration
 			if outcome == history.OutcomeComplete {
-				e, _ := history.Decode(cr)
-				observeRolloutCompleted(pool, e.Initiator, outcome, at.Sub(e.Started))
-			} else {
-				e, _ := history.Decode(cr)
-				observeRolloutCompleted(pool, e.Initiator, outcome, 0)
+				took = at.Sub(e.Started)
 			}
+			observeRolloutCompleted(pool, e.Initiator, outcome, took)
 		}
 		return nil
 	}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -97,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	plan := rollout.Decide(in)
-	applyErr := r.apply(ctx, pool, gathered, w, plan)
+	applyErr := r.apply(ctx, pool, gathered, in.TemplateName, w, plan)
 	if applyErr == nil {
 		applyErr = r.recordHistory(ctx, pool, gathered, plan)
 	}
@@ -227,12 +226,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster)).
 		Complete(r)
 }
-
-func metav1IsControlledBy(obj metav1.Object, owner metav1.Object) bool {
-	return metav1.IsControlledBy(obj, owner)
-}
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func (r *Reconciler) deleteOwned(ctx context.Context, pool *nodepoolv1.NodePool) error {
 	secretList := &corev1.SecretList{}

@@ -88,7 +88,7 @@ func planRequeue(in Input, p *Plan) {
 	}
 }
 
-// condition helpers share one shape.
+// annotation reads a pool annotation, "" when unset.
 func annotation(pool *nodepoolv1.NodePool, key string) string {
 	if pool.Annotations == nil {
 		return ""
