@@ -68,6 +68,12 @@ const (
 	ReasonMachinesNotReady = "MachinesNotReady"
 	// ReasonNodesUnhealthy says some nodes are not healthy.
 	ReasonNodesUnhealthy = "NodesUnhealthy"
+	// ReasonNodeUpdateDegraded says a node of an InPlace pool failed its
+	// update: the update is stopped until it recovers.
+	ReasonNodeUpdateDegraded = "NodeUpdateDegraded"
+	// ReasonDrainBlocked says an InPlace update waits for a node's drain
+	// (a PodDisruptionBudget refuses an eviction).
+	ReasonDrainBlocked = "DrainBlocked"
 )
 
 // Annotations, labels and finalizers.

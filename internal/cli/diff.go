@@ -105,7 +105,7 @@ func (o *Options) diff(ctx context.Context, name, against string) (*PayloadDiff,
 	out := &PayloadDiff{Namespace: pool.Namespace, Pool: pool.Name, Against: against, Nodes: pool.Status.Nodes, Warnings: d.Warnings}
 	md := in.MachineDeployment
 	if md == nil {
-		return nil, fmt.Errorf("%s has no MachineDeployment yet: no node runs a payload", poolRef(pool))
+		return nil, fmt.Errorf("%s has no machines yet: no node runs a payload", poolRef(pool))
 	}
 	// What the nodes run: the payload pinned for them, else the one their
 	// rollout started with.

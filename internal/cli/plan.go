@@ -17,6 +17,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
 )
 
@@ -46,7 +47,8 @@ type PlanResult struct {
 	// Changed are, when the change rolls the nodes, the payload components
 	// in which what the machines would run differs from what they run now.
 	Changed []PlanComponent `json:"changed,omitempty"`
-	// Machines is how many machines are replaced (created, for a new pool).
+	// Machines is how many machines are replaced (created, for a new pool;
+	// updated in place, for an InPlace pool).
 	Machines int32 `json:"machines"`
 	// Steps is how many rounds of at most MaxSurge+MaxUnavailable machines
 	// a RollingUpdate replaces them in.
@@ -343,7 +345,10 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 		r.Rollout, r.Rolls, r.Initiator = PlanNow, true, string(rec.Initiator)
 		r.Machines = max(machines, desired)
 		if rec.ForcedAt != nil {
-			r.Machines = machines
+			r.Machines = observe.ForcedOut(d.Objects.MachineSets, d.Objects.Machines, *rec.ForcedAt)
+			if d.Objects.InPlaceSet != nil {
+				r.Machines = observe.UpdatedBefore(d.Objects.Machines, *rec.ForcedAt)
+			}
 		}
 	case paused != "":
 		r.Rollout, r.Rolls, r.Machines = PlanDeferred, true, max(machines, desired)
@@ -412,7 +417,14 @@ func changedComponents(d *decision) []PlanComponent {
 // strategy fills how machines are replaced: Cluster API's RollingUpdate
 // resolves maxSurge rounding up and maxUnavailable rounding down against
 // the desired count, and uses maxUnavailable 1 when both come to 0.
+// strategyInPlace names the strategy of InPlace pools in a plan.
+const strategyInPlace = "InPlace"
+
 func strategy(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
+	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+		r.Strategy, r.MaxUnavailable = strategyInPlace, observe.MaxUnavailable(pool, desired)
+		return
+	}
 	rs := pool.Spec.Management.Replace
 	r.Strategy = string(or(string(rs.Strategy), string(nodepoolv1.ReplaceStrategyRollingUpdate)))
 	if r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
@@ -432,7 +444,7 @@ func strategy(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
 }
 
 func steps(r *PlanResult) int32 {
-	if !r.Rolls || r.Machines == 0 || r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
+	if !r.Rolls || r.Machines == 0 || (r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) && r.Strategy != strategyInPlace) {
 		return 0
 	}
 	per := r.MaxSurge + r.MaxUnavailable
@@ -480,7 +492,11 @@ func size(s *nodepoolv1.NodePoolSpec) string {
 func planMessage(r *PlanResult, paused, scheduled string, pool *nodepoolv1.NodePool) string {
 	var parts []string
 	how := fmt.Sprintf("%d machines replaced in %d steps (RollingUpdate, maxSurge %d, maxUnavailable %d)", r.Machines, r.Steps, r.MaxSurge, r.MaxUnavailable)
-	if r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
+	switch r.Strategy {
+	case strategyInPlace:
+		how = fmt.Sprintf("%d machines updated in place in %d steps (maxUnavailable %d: each node cordoned, drained, updated, uncordoned)", r.Machines, r.Steps, r.MaxUnavailable)
+	case string(nodepoolv1.ReplaceStrategyRollingUpdate):
+	default:
 		how = fmt.Sprintf("%d machines replaced as they are deleted (strategy %s)", r.Machines, r.Strategy)
 	}
 	switch r.Rollout {

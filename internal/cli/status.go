@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -148,17 +149,15 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 		Replicas: pool.Status.Replicas, Ready: pool.Status.ReadyReplicas, UpToDate: pool.Status.UpdatedReplicas,
 		Version: pool.Status.Version, Updating: pool.Status.Updating,
 	}
-	md := &clusterv1.MachineDeployment{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), md); client.IgnoreNotFound(err) != nil {
-		return st, fmt.Errorf("reading MachineDeployment %s/%s: %w", pool.Namespace, pool.Name, err)
-	} else if err != nil {
-		md = nil
+	w, err := readWorkers(ctx, c, pool)
+	if err != nil {
+		return st, err
 	}
 	switch {
 	case pool.Spec.Replicas != nil:
 		st.Desired = *pool.Spec.Replicas
-	case md != nil:
-		st.Desired = ptr.Deref(md.Spec.Replicas, 0)
+	case w != nil:
+		st.Desired = w.replicas
 	case pool.Spec.AutoScaling != nil:
 		st.Desired = pool.Spec.AutoScaling.Min
 	}
@@ -208,7 +207,7 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 		return st, nil
 	}
 	scheduled := updatingConfig != nil && updatingConfig.Reason == nodepoolv1.ReasonRolloutScheduled
-	if at, ok := applyPendingNotStarted(pool, md, o.now()); ok && !scheduled {
+	if at, ok := applyPendingNotStarted(pool, w, o.now()); ok && !scheduled {
 		st.Phase = PhaseStarting
 		st.Message = fmt.Sprintf("waiting for the controller to start the rollout that applies pending platform changes (requested at %s)", at.Format(time.RFC3339))
 		return st, nil
@@ -234,9 +233,9 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 // was carried out (rollout.after at or after the request). A paused pool
 // reports Paused instead once the controller has seen the request, and a
 // newer forced rollout scheduled later (RolloutScheduled) includes it.
-func applyPendingNotStarted(pool *nodepoolv1.NodePool, md *clusterv1.MachineDeployment, now time.Time) (time.Time, bool) {
+func applyPendingNotStarted(pool *nodepoolv1.NodePool, w *workers, now time.Time) (time.Time, bool) {
 	v := pool.Annotations[rollout.AnnotationApplyPending]
-	if v == "" || md == nil {
+	if v == "" || w == nil {
 		return time.Time{}, false
 	}
 	at, err := time.Parse(time.RFC3339, v)
@@ -246,8 +245,46 @@ func applyPendingNotStarted(pool *nodepoolv1.NodePool, md *clusterv1.MachineDepl
 	if p := pool.Spec.Management.PausedUntil; p != "" && p != "false" {
 		return time.Time{}, false
 	}
-	applied := !md.Spec.Rollout.After.IsZero() && !md.Spec.Rollout.After.Time.Before(at.UTC().Truncate(time.Second))
+	applied := w.rolloutAfter != nil && !w.rolloutAfter.Before(at.UTC().Truncate(time.Second))
 	return at, !applied
+}
+
+// workers is what status needs of the object that owns a pool's machines:
+// the MachineDeployment of a Replace pool, the MachineSet of an InPlace one.
+type workers struct {
+	replicas     int32
+	rolloutAfter *time.Time
+}
+
+// readWorkers reads it; nil when it does not exist yet.
+func readWorkers(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) (*workers, error) {
+	key := client.ObjectKeyFromObject(pool)
+	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+		ms := &clusterv1.MachineSet{}
+		if err := c.Get(ctx, key, ms); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("reading MachineSet %s: %w", key, err)
+		}
+		w := &workers{replicas: ptr.Deref(ms.Spec.Replicas, 0)}
+		if t, err := time.Parse(time.RFC3339, ms.Annotations[nodepoolv1.AnnotationInPlaceRolloutAfter]); err == nil {
+			w.rolloutAfter = &t
+		}
+		return w, nil
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := c.Get(ctx, key, md); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading MachineDeployment %s: %w", key, err)
+	}
+	w := &workers{replicas: ptr.Deref(md.Spec.Replicas, 0)}
+	if !md.Spec.Rollout.After.IsZero() {
+		w.rolloutAfter = &md.Spec.Rollout.After.Time
+	}
+	return w, nil
 }
 
 func (st RolloutStatus) progress() string {

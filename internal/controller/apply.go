@@ -54,7 +54,17 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 			return err
 		}
 	}
-	if err := r.applyMachineDeployment(ctx, pool, w, plan.MachineDeployment); err != nil {
+	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+		if err := r.recordMachinesUserData(ctx, w); err != nil {
+			return err
+		}
+		if err := r.applyMachineSet(ctx, pool, w, plan.MachineDeployment); err != nil {
+			return err
+		}
+		if err := r.applyNodeActions(ctx, pool, w, plan, current[plan.InPlaceToken]); err != nil {
+			return err
+		}
+	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.MachineDeployment); err != nil {
 		return err
 	}
 	if err := r.syncNodes(ctx, pool, w); err != nil {

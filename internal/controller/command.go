@@ -116,6 +116,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.DurationVar(&s.CleanupGracePeriod, "cleanup-grace-period", 10*time.Minute, "how long an unreferenced user-data, token or payload Secret is kept")
 	f.DurationVar(&s.ResyncPeriod, "resync-period", 5*time.Minute, "how often a settled pool is reconciled anyway")
 	f.IntVar(&s.HistoryLimit, "history-limit", 10, "rollout revisions (ControllerRevisions) kept per pool")
+	f.StringVar(&s.NodeUpdateNamespace, "node-update-namespace", DefaultNodeUpdateNamespace, "namespace of each workload cluster where InPlace pools' node agents read the Secret to fetch their update with")
 	f.IntVar(&concurrency, "concurrency", 4, "pools reconciled in parallel")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	f.StringVar(&probe, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")

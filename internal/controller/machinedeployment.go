@@ -36,19 +36,7 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 	}
 	md.Spec.ClusterName = pool.Spec.ClusterName
 
-	switch {
-	case pool.Spec.AutoScaling != nil:
-		md.Annotations[clusterv1.AutoscalerMinSizeAnnotation] = strconv.Itoa(int(pool.Spec.AutoScaling.Min))
-		md.Annotations[clusterv1.AutoscalerMaxSizeAnnotation] = strconv.Itoa(int(pool.Spec.AutoScaling.Max))
-		// The autoscaler owns replicas; keep them within bounds.
-		r := ptr.Deref(md.Spec.Replicas, pool.Spec.AutoScaling.Min)
-		r = min(max(r, pool.Spec.AutoScaling.Min), pool.Spec.AutoScaling.Max)
-		md.Spec.Replicas = ptr.To(r)
-	default:
-		delete(md.Annotations, clusterv1.AutoscalerMinSizeAnnotation)
-		delete(md.Annotations, clusterv1.AutoscalerMaxSizeAnnotation)
-		md.Spec.Replicas = ptr.To(ptr.Deref(pool.Spec.Replicas, 0))
-	}
+	md.Spec.Replicas = desiredReplicas(md.Annotations, md.Spec.Replicas, pool)
 
 	md.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{
 		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
@@ -74,25 +62,47 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 		}
 	}
 
-	spec := &md.Spec.Template.Spec
+	if target != nil && target.RolloutAfter != nil {
+		md.Spec.Rollout.After = metav1.NewTime(*target.RolloutAfter)
+	}
+	desiredMachineSpec(&md.Spec.Template.Spec, pool, target)
+}
+
+// desiredReplicas sets the autoscaler bounds annotations (or removes them)
+// and returns the replicas: spec.replicas, or the current ones kept within
+// the autoscaler's bounds (the autoscaler owns them).
+func desiredReplicas(annotations map[string]string, current *int32, pool *nodepoolv1.NodePool) *int32 {
+	if a := pool.Spec.AutoScaling; a != nil {
+		annotations[clusterv1.AutoscalerMinSizeAnnotation] = strconv.Itoa(int(a.Min))
+		annotations[clusterv1.AutoscalerMaxSizeAnnotation] = strconv.Itoa(int(a.Max))
+		r := ptr.Deref(current, a.Min)
+		return ptr.To(min(max(r, a.Min), a.Max))
+	}
+	delete(annotations, clusterv1.AutoscalerMinSizeAnnotation)
+	delete(annotations, clusterv1.AutoscalerMaxSizeAnnotation)
+	return ptr.To(ptr.Deref(pool.Spec.Replicas, 0))
+}
+
+// desiredMachineSpec sets the machine template: cluster, drain timeout,
+// and, when there is a target, its bootstrap data, version and
+// infrastructure template clone.
+func desiredMachineSpec(spec *clusterv1.MachineSpec, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
 	spec.ClusterName = pool.Spec.ClusterName
 	if d := pool.Spec.NodeDrainTimeout; d != nil && d.Duration > 0 {
 		spec.Deletion.NodeDrainTimeoutSeconds = ptr.To(int32(d.Seconds()))
 	} else {
 		spec.Deletion.NodeDrainTimeoutSeconds = nil
 	}
-	if target != nil && target.RolloutAfter != nil {
-		md.Spec.Rollout.After = metav1.NewTime(*target.RolloutAfter)
+	if target == nil {
+		return
 	}
-	if target != nil {
-		spec.Version = target.Version
-		spec.Bootstrap = clusterv1.Bootstrap{DataSecretName: ptr.To(target.DataSecretName)}
-		if target.TemplateName != "" {
-			spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{
-				APIGroup: pool.Spec.InfrastructureTemplateRef.APIGroup,
-				Kind:     pool.Spec.InfrastructureTemplateRef.Kind,
-				Name:     target.TemplateName,
-			}
+	spec.Version = target.Version
+	spec.Bootstrap = clusterv1.Bootstrap{DataSecretName: ptr.To(target.DataSecretName)}
+	if target.TemplateName != "" {
+		spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{
+			APIGroup: pool.Spec.InfrastructureTemplateRef.APIGroup,
+			Kind:     pool.Spec.InfrastructureTemplateRef.Kind,
+			Name:     target.TemplateName,
 		}
 	}
 }

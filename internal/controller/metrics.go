@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // Metrics of the NodePool controller, on controller-runtime's registry
@@ -33,6 +34,14 @@ var (
 		Help:    "Duration of completed rollouts.",
 		Buckets: prometheus.ExponentialBuckets(10, 2, 12), // 10s to ~5.7h
 	}, []string{"initiator"})
+	nodesUpdated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodepool_inplace_nodes_updated_total",
+		Help: "Nodes of InPlace pools that finished an in-place update.",
+	}, []string{"namespace", "pool"})
+	nodesUpdating = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nodepool_inplace_nodes_updating",
+		Help: "Nodes of an InPlace pool being updated, by phase (Draining, Updating) and agent state (Degraded, or none).",
+	}, []string{"namespace", "pool", "phase", "state"})
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nodepool_reconcile_errors_total",
 		Help: "Reconciles of a pool that failed, by stage.",
@@ -40,7 +49,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, rolloutDuration, reconcileErrors)
+	metrics.Registry.MustRegister(pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, rolloutDuration, reconcileErrors, nodesUpdated, nodesUpdating)
 }
 
 // observeDrift replaces the pool's drift series with its pending rows.
@@ -58,7 +67,7 @@ func forgetPool(pool *nodepoolv1.NodePool) {
 	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, reconcileErrors} {
+	}{pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, nodesUpdating} {
 		v.DeletePartialMatch(labels)
 	}
 }
@@ -76,4 +85,28 @@ func observeRolloutCompleted(pool *nodepoolv1.NodePool, initiator, outcome strin
 
 func observeReconcileError(pool *nodepoolv1.NodePool, stage string) {
 	reconcileErrors.WithLabelValues(pool.Namespace, pool.Name, stage).Inc()
+}
+
+// observeInPlace counts the nodes an InPlace pool updates, by phase, and
+// the ones that finished in this reconcile.
+func observeInPlace(pool *nodepoolv1.NodePool, in *rollout.InPlace, plan rollout.Plan) {
+	if in == nil {
+		return
+	}
+	nodesUpdating.DeletePartialMatch(prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name})
+	for _, m := range in.Machines {
+		if m.Phase == "" {
+			continue
+		}
+		state := ""
+		if m.State == nodepoolv1.UpdateStateDegraded {
+			state = m.State
+		}
+		nodesUpdating.WithLabelValues(pool.Namespace, pool.Name, m.Phase, state).Inc()
+	}
+	for _, a := range plan.NodeActions {
+		if a.Step == rollout.StepFinish {
+			nodesUpdated.WithLabelValues(pool.Namespace, pool.Name).Inc()
+		}
+	}
 }

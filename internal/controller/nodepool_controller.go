@@ -43,12 +43,16 @@ type Reconciler struct {
 	Settings Settings
 	// Clock returns now; nil means time.Now. Tests move time with it.
 	Clock func() time.Time
+
+	// controller watches the Nodes of InPlace pools' workload clusters.
+	controller controller.Controller
 }
 
 // +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools/status;nodepools/finalizers,verbs=get;update;patch
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets;machines;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
@@ -76,14 +80,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	before := pool.DeepCopy()
-
-	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
-		meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{
-			Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonUnsupported,
-			ObservedGeneration: pool.Generation,
-			Message:            "upgradeType InPlace is not supported by this version of nodepool yet; nothing is created. Use upgradeType Replace"})
-		return ctrl.Result{}, r.patchPool(ctx, before, pool)
-	}
 
 	in := rollout.Input{Pool: pool, Now: r.now(), Settings: rollout.Settings{TokenTTL: r.Settings.TokenTTL, CleanupGracePeriod: r.Settings.CleanupGracePeriod}}
 	gathered, err := observe.Latest(ctx, r.APIReader, pool, r.Settings.Inputs, &in)
@@ -119,6 +115,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	observeDrift(pool, in.Now)
+	if applyErr == nil {
+		observeInPlace(pool, in.InPlace, plan)
+	}
 	if applyErr != nil {
 		return ctrl.Result{}, applyErr
 	}
@@ -128,6 +127,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	if pool.Status.Updating != "" && requeue > 5*time.Second {
 		requeue = 5 * time.Second
+	}
+	if plan.UpdateInProgress && requeue > 2*time.Second {
+		requeue = 2 * time.Second // drains progress without events
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -171,21 +173,26 @@ func (r *Reconciler) patchPool(ctx context.Context, before, after *nodepoolv1.No
 // reconcileDelete deletes the MachineDeployment, waits for the machines to
 // go, then lets garbage collection take the owned Secrets and templates.
 func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodePool) (ctrl.Result, error) {
-	md := &clusterv1.MachineDeployment{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, md)
-	if err == nil {
-		if md.DeletionTimestamp.IsZero() {
-			if err := r.Client.Delete(ctx, md); client.IgnoreNotFound(err) != nil {
+	// Both kinds are looked for: a pool's upgradeType is immutable, but a
+	// MachineSet or MachineDeployment left by an earlier version is not.
+	for _, owned := range []client.Object{&clusterv1.MachineDeployment{}, &clusterv1.MachineSet{}} {
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, owned)
+		if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(owned, pool)) {
+			continue
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if owned.GetDeletionTimestamp().IsZero() {
+			if err := r.Client.Delete(ctx, owned); client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, err
 			}
 		}
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
-	} else if !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
 	}
 	machines := &clusterv1.MachineList{}
 	if err := r.Client.List(ctx, machines, client.InNamespace(pool.Namespace),
-		client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}); err != nil {
+		client.MatchingLabels{nodepoolv1.LabelPool: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(machines.Items) > 0 {
@@ -213,18 +220,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	if err := r.Settings.Validate(); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("nodepool").
 		WithOptions(opts).
 		For(&nodepoolv1.NodePool{}).
 		Owns(&clusterv1.MachineDeployment{}).
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byDeploymentLabel)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byDeploymentLabel)).
+		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster)).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller = c
+	return nil
 }
 
 func (r *Reconciler) deleteOwned(ctx context.Context, pool *nodepoolv1.NodePool) error {

@@ -17,6 +17,7 @@ import (
 // world is what one reconcile observed of a pool, read once.
 type world struct {
 	md        *clusterv1.MachineDeployment
+	ms        *clusterv1.MachineSet
 	machines  []clusterv1.Machine
 	userData  map[string]*corev1.Secret
 	tokens    map[string]*corev1.Secret
@@ -35,9 +36,15 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	if err != nil {
 		return nil, err
 	}
-	w := &world{md: o.MachineDeployment, machines: o.Machines, userData: o.UserData, tokens: o.Tokens, decoded: o.DecodedTokens, payloads: o.Payloads}
+	w := &world{md: o.MachineDeployment, ms: o.InPlaceSet, machines: o.Machines, userData: o.UserData, tokens: o.Tokens, decoded: o.DecodedTokens, payloads: o.Payloads}
 	if err := r.observeNodes(ctx, pool, w, in); err != nil {
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())
+	}
+	if in.InPlace != nil {
+		if err := r.watchNodes(ctx, pool); err != nil {
+			log.V(1).Info("nodes not watched yet", "reason", err.Error())
+		}
+		r.observeInPlace(ctx, pool, w, in)
 	}
 	return w, nil
 }

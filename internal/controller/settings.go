@@ -7,6 +7,10 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 )
 
+// DefaultNodeUpdateNamespace is where InPlace pools' update Secrets live
+// in each workload cluster.
+const DefaultNodeUpdateNamespace = "kube-system"
+
 // Settings configure the NodePool controller.
 type Settings struct {
 	// Inputs are the controller settings every payload depends on: payload
@@ -22,6 +26,10 @@ type Settings struct {
 	ResyncPeriod time.Duration
 	// HistoryLimit is how many rollout revisions a pool keeps. Default 10.
 	HistoryLimit int
+	// NodeUpdateNamespace is the namespace of each workload cluster where
+	// the controller writes the Secret InPlace pools' node agents fetch
+	// their update with. Default kube-system.
+	NodeUpdateNamespace string
 	// Clock returns now; nil means time.Now. Tests run long spans (token
 	// rotation over days) with a clock that runs faster than real time.
 	Clock func() time.Time
@@ -40,6 +48,9 @@ func (s *Settings) Default() {
 	}
 	if s.HistoryLimit == 0 {
 		s.HistoryLimit = 10
+	}
+	if s.NodeUpdateNamespace == "" {
+		s.NodeUpdateNamespace = DefaultNodeUpdateNamespace
 	}
 }
 

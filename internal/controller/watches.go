@@ -3,6 +3,11 @@ package controller
 import (
 	"context"
 
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -13,12 +18,12 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 )
 
-// byDeploymentLabel maps a MachineSet or Machine to the pool whose
-// MachineDeployment it belongs to (the pool and the MachineDeployment share
-// their name).
-func byDeploymentLabel(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[clusterv1.MachineDeploymentNameLabel]
-	if name == "" || o.GetLabels()[nodepoolv1.LabelPool] != name {
+// byPoolLabel maps a MachineSet or Machine to its pool: the pool label is
+// on the MachineDeployment's template (Replace) and on the MachineSet's
+// (InPlace), so every machine of a pool carries it.
+func byPoolLabel(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[nodepoolv1.LabelPool]
+	if name == "" || o.GetLabels()[clusterv1.ClusterNameLabel] == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
@@ -57,4 +62,44 @@ func (r *Reconciler) pools(ctx context.Context, namespace string, match func(*no
 		}
 	}
 	return out
+}
+
+// watchNodes makes the workload cluster's Nodes wake the pool while one of
+// them is being updated in place, so an agent's report is acted on at once.
+// Watching the same cluster twice is a no-op.
+func (r *Reconciler) watchNodes(ctx context.Context, pool *nodepoolv1.NodePool) error {
+	if r.controller == nil || r.ClusterCache == nil {
+		return nil
+	}
+	updating := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectNew.GetAnnotations()[nodepoolv1.AnnotationUpdatePhase] != ""
+		},
+	}
+	return r.ClusterCache.Watch(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName},
+		clustercache.NewWatcher(clustercache.WatcherOptions{
+			Name:         "nodepool-nodes",
+			Watcher:      r.controller,
+			Kind:         &corev1.Node{},
+			EventHandler: handler.EnqueueRequestsFromMapFunc(r.nodeToPool),
+			Predicates:   []predicate.Predicate{updating},
+		}))
+}
+
+// nodeToPool maps a Node to the pool of its Machine (Cluster API
+// annotates Nodes with their Machine).
+func (r *Reconciler) nodeToPool(ctx context.Context, o client.Object) []reconcile.Request {
+	a := o.GetAnnotations()
+	ns, name := a[clusterv1.ClusterNamespaceAnnotation], a[clusterv1.MachineAnnotation]
+	if ns == "" || name == "" {
+		return nil
+	}
+	m := &clusterv1.Machine{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+		return nil
+	}
+	return byPoolLabel(ctx, m)
 }

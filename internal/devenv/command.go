@@ -22,6 +22,7 @@ const (
 	DefaultEtcdPeerPort      = 12380
 	DefaultPayloadServerPort = 18443
 	DefaultBootDelay         = 2 * time.Second
+	DefaultUpdateDelay       = 2 * time.Second
 )
 
 // NewCommand returns `nodepool dev` with its subcommands up and demo.
@@ -96,6 +97,7 @@ references do not cascade and namespaces are never finalised.`,
 	f.IntVar(&o.PayloadServer.MaxHeaderBytes, "payload-server-max-header-bytes", payloadserver.DefaultMaxHeaderBytes, "payload server: largest request header accepted")
 
 	f.DurationVar(&o.Sim.BootDelay, "boot-delay", DefaultBootDelay, "sim: power-on time of a machine before it fetches its payload (a SimMachineTemplate's spec.bootDelay wins)")
+	f.DurationVar(&o.Sim.UpdateDelay, "update-delay", DefaultUpdateDelay, "sim: time a machine's node agent takes to apply an in-place update, from reporting Working (a SimMachineTemplate's spec.updateDelay wins)")
 	f.DurationVar(&o.Sim.FetchTimeout, "fetch-timeout", sim.DefaultFetchTimeout, "sim: time limit of one payload request")
 	f.DurationVar(&o.Sim.InitialRetryDelay, "initial-retry-delay", sim.DefaultInitialRetryDelay, "sim: first delay before a failed payload fetch is retried (doubles each time)")
 	f.DurationVar(&o.Sim.MaxRetryDelay, "max-retry-delay", sim.DefaultMaxRetryDelay, "sim: longest delay between payload fetch retries")

@@ -68,7 +68,7 @@ type UpOptions struct {
 	// server, address and certificate are set by Up.
 	PayloadServer payloadserver.Options
 
-	// Sim provider options: boot delay, fetch timeout and retries, concurrency.
+	// Sim provider options: boot and update delays, fetch timeout and retries, concurrency.
 	Sim sim.Options
 
 	// CAPIConcurrency is the concurrency of each Cluster API reconciler.
@@ -208,7 +208,7 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (retErr error) {
 		return err
 	}
 	fmt.Fprintf(out, "  payload server  %s\n", e.payloadURL)
-	fmt.Fprintf(out, "  in process      Cluster API core controllers, nodepool controller, sim provider (boot delay %s)\n", o.Sim.BootDelay)
+	fmt.Fprintf(out, "  in process      Cluster API core controllers, nodepool controller, sim provider (boot delay %s, update delay %s)\n", o.Sim.BootDelay, o.Sim.UpdateDelay)
 	fmt.Fprintf(out, "  namespace %s   Cluster %s (SimControlPlane, Secret %s-kubeconfig), SimMachineTemplate %s\n", devNamespace, devCluster, devCluster, devTemplate)
 	fmt.Fprintf(out, "  platform        ConfigMap %s\n", inputs.DefaultManagementConfig)
 	resumed := ""

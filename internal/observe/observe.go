@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -46,10 +47,12 @@ func Latest(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, s i
 
 // Objects is what one read of a pool found, as read.
 type Objects struct {
-	// MachineDeployment is the pool's, nil if absent.
+	// MachineDeployment is the pool's, nil if absent (and for InPlace pools).
 	MachineDeployment *clusterv1.MachineDeployment
-	MachineSets       []clusterv1.MachineSet
-	Machines          []clusterv1.Machine
+	// InPlaceSet is an InPlace pool's MachineSet, nil if absent.
+	InPlaceSet  *clusterv1.MachineSet
+	MachineSets []clusterv1.MachineSet
+	Machines    []clusterv1.Machine
 	// UserData and Tokens are the pool's Secrets of that kind, by name.
 	UserData map[string]*corev1.Secret
 	Tokens   map[string]*corev1.Secret
@@ -68,12 +71,24 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 	o := &Objects{UserData: map[string]*corev1.Secret{}, Tokens: map[string]*corev1.Secret{}, DecodedTokens: map[string]secrets.Token{}, Payloads: map[string]*corev1.Secret{}}
 	ns := client.InNamespace(pool.Namespace)
 	owned := client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}
-
-	md := &clusterv1.MachineDeployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, md); client.IgnoreNotFound(err) != nil {
-		return nil, fmt.Errorf("reading MachineDeployment: %w", err)
-	} else if err == nil {
-		o.MachineDeployment = md
+	inPlace := pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace
+	if inPlace {
+		// An InPlace pool's MachineSet has no MachineDeployment: Cluster
+		// API would look for one if it carried the deployment label.
+		owned = client.MatchingLabels{nodepoolv1.LabelPool: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}
+		ms := &clusterv1.MachineSet{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, ms); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("reading MachineSet: %w", err)
+		} else if err == nil {
+			o.InPlaceSet = ms
+		}
+	} else {
+		md := &clusterv1.MachineDeployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, md); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("reading MachineDeployment: %w", err)
+		} else if err == nil {
+			o.MachineDeployment = md
+		}
 	}
 	msList := &clusterv1.MachineSetList{}
 	if err := c.List(ctx, msList, ns, owned); err != nil {
@@ -100,6 +115,9 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 	}
 	for i := range mList.Items {
 		refer(mList.Items[i].Spec.Bootstrap.DataSecretName)
+		if inPlace {
+			refer(ptr.To(MachineUserData(&mList.Items[i])))
+		}
 	}
 
 	sList := &corev1.SecretList{}
@@ -144,6 +162,9 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 	if o.MachineDeployment != nil {
 		in.MachineDeployment = Summarize(o.MachineDeployment, msList.Items, mList.Items)
 	}
+	if o.InPlaceSet != nil {
+		in.MachineDeployment, in.InPlace = SummarizeInPlace(pool, o.InPlaceSet, mList.Items)
+	}
 	return o, nil
 }
 
@@ -183,11 +204,7 @@ func Summarize(md *clusterv1.MachineDeployment, sets []clusterv1.MachineSet, mac
 	if after := md.Spec.Rollout.After; !after.IsZero() {
 		t := after.Time
 		out.RolloutAfter = &t
-		for _, m := range machines {
-			if m.DeletionTimestamp.IsZero() && m.CreationTimestamp.Time.Before(t) {
-				out.MachinesBeforeRolloutAfter++
-			}
-		}
+		out.MachinesBeforeRolloutAfter = ForcedOut(sets, machines, t)
 	}
 	onlyTarget = onlyTarget && out.MachinesBeforeRolloutAfter == 0
 	out.Complete = md.Status.ObservedGeneration >= md.Generation && onlyTarget &&
@@ -221,4 +238,30 @@ func DecodePayload(pool string, s *corev1.Secret) (*payload.Payload, error) {
 		manifest[c] = d
 	}
 	return &payload.Payload{Pool: pool, Ignition: sp.Ignition, Fragments: frags, Manifest: manifest, Hash: sp.Hash}, nil
+}
+
+// ForcedOut counts the machines a forced rollout at t replaces, by the rule
+// Cluster API applies to spec.rollout.after: a machine goes when its
+// MachineSet was created before t (API timestamps have second resolution,
+// so a MachineSet created in the same second as t stays). Machines being
+// deleted are not counted.
+func ForcedOut(sets []clusterv1.MachineSet, machines []clusterv1.Machine, t time.Time) int32 {
+	created := make(map[string]time.Time, len(sets))
+	for _, ms := range sets {
+		created[ms.Name] = ms.CreationTimestamp.Time
+	}
+	var n int32
+	for _, m := range machines {
+		if !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		c, ok := created[m.Labels[clusterv1.MachineSetNameLabel]]
+		if !ok {
+			c = m.CreationTimestamp.Time
+		}
+		if c.Before(t) {
+			n++
+		}
+	}
+	return n
 }

@@ -74,14 +74,18 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 	if f == nil || md == nil || target == nil || in.Latest == nil || f.applied(md) {
 		return false
 	}
-	if f.at.After(in.Now) {
-		p.scheduled = f
+	// A pause holds a forced rollout whenever it is due; one due before
+	// the pause ends shows as held by the pause rather than scheduled.
+	if until, paused := pausedUntil(in.Pool, in.Now); paused && (until.IsZero() || !f.at.After(until)) {
+		if !f.at.After(in.Now) {
+			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred",
+				Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.initiator, untilText(until))})
+		}
+		p.deferredForce = f
 		return false
 	}
-	if until, paused := pausedUntil(in.Pool, in.Now); paused {
-		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred",
-			Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.initiator, untilText(until))})
-		p.deferredForce = f
+	if f.at.After(in.Now) {
+		p.scheduled = f
 		return false
 	}
 	store(in, in.Latest, p)

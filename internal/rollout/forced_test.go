@@ -60,6 +60,16 @@ func TestForcedRollouts(t *testing.T) {
 					t.Errorf("UpdatingConfig = %+v, want reason Paused", c)
 				}
 			}},
+		{name: "a paused pool holds a restart due later, not shows it scheduled",
+			setup: func(w *inputstest.World, in *Input) {
+				w.Pool.Spec.Management.RolloutAfter = &future
+				w.Pool.Spec.Management.PausedUntil = "true"
+			},
+			check: func(t *testing.T, p Plan) {
+				if c := cond(p, nodepoolv1.ConditionUpdatingConfig); c.Reason != nodepoolv1.ReasonPaused || !strings.Contains(c.Message, "forced rollout (restart") {
+					t.Errorf("UpdatingConfig = %+v, want reason Paused naming the restart", c)
+				}
+			}},
 		{name: "apply-pending is a forced rollout initiated by the platform", forced: true, initiator: InitiatorPlatform,
 			setup: func(w *inputstest.World, in *Input) {
 				bumpProxyImage(w)

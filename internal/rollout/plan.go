@@ -53,6 +53,7 @@ func Decide(in Input) Plan {
 		p.Record = ownerRecord(in, currentTarget(in), target)
 	}
 	planStatus(in, running, target, forced, &p)
+	planInPlace(in, target, &p)
 	planCleanup(in, target, running, &p)
 	planRequeue(in, &p)
 	return p

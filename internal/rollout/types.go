@@ -41,6 +41,9 @@ type Input struct {
 	Nodes []Node
 	// Settings of the controller.
 	Settings Settings
+	// InPlace is set for InPlace pools: their machines and Nodes.
+	// MachineDeployment then summarises the pool's MachineSet.
+	InPlace *InPlace
 }
 
 // Settings are the controller's tunables the engine needs.
@@ -134,6 +137,13 @@ type Plan struct {
 	// Delete lists Secret names no object references any more, past the
 	// grace period.
 	Delete []string
+	// NodeActions are the steps of an InPlace pool's node updates.
+	NodeActions []NodeAction
+	// InPlaceTarget is an InPlace pool's target user-data and
+	// InPlaceToken the token Secret whose token the nodes fetch their
+	// update with; UpdateInProgress is true while a Node is being updated.
+	InPlaceTarget, InPlaceToken string
+	UpdateInProgress            bool
 	// Record is set when a rollout starts: the controller writes it to the
 	// pool's history.
 	Record *Record

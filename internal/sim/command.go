@@ -45,15 +45,29 @@ payload's kubelet drop-in sets, annotated with the payload hash. Deleting the
 SimMachine deletes its Node. Conditions (Booted, Ready, NodeHealthy) and
 Events say where a machine stopped.
 
+Each booted SimMachine also runs a node agent for in-place updates: when
+the NodePool controller writes update.nodepool.dev/desired-payload and
+update.nodepool.dev/secret on its Node, the agent reports
+update.nodepool.dev/state=Working, waits the machine's update delay, fetches
+the payload with the pointer config of that Secret (in the workload
+cluster), checks it is the desired one, swaps the old payload's Node labels
+for the new one's and reports update.nodepool.dev/current-payload and
+state=Done, or state=Degraded with update.nodepool.dev/message saying why
+(retrying until the cause is gone).
+
 A SimControlPlane is a hosted control plane that is already up: it writes
 the <cluster>-kubeconfig Secret, pointing at --workload-kubeconfig (default:
 the API server this command talks to), and reports itself initialised.
 
 Knobs, per machine (SimMachine or SimMachineTemplate spec fields, or
 annotations on the SimMachine or its Machine):
-  spec.bootDelay / sim.nodepool.dev/boot-delay=10s   power-on time before the fetch
-  spec.failBoot  / sim.nodepool.dev/fail-boot=true   never boots
-  spec.unhealthy / sim.nodepool.dev/unhealthy=true   its Node turns NotReady
+  spec.bootDelay   / sim.nodepool.dev/boot-delay=10s    power-on time before the fetch
+  spec.failBoot    / sim.nodepool.dev/fail-boot=true    never boots
+  spec.unhealthy   / sim.nodepool.dev/unhealthy=true    its Node turns NotReady
+  spec.updateDelay / sim.nodepool.dev/update-delay=5s   time an in-place update takes
+  spec.failUpdate  / sim.nodepool.dev/fail-update=why   in-place updates stay Degraded,
+                                                        saying why ("false" or removing
+                                                        it lets them go on)
 
 The CRDs are in config/sim/crd/bases and the RBAC role in config/sim/rbac.`,
 		Args: cobra.NoArgs,
@@ -101,7 +115,7 @@ The CRDs are in config/sim/crd/bases and the RBAC role in config/sim/rbac.`,
 			if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 				return err
 			}
-			log.Info("starting the sim provider", "namespace", namespace, "bootDelay", opts.BootDelay.String())
+			log.Info("starting the sim provider", "namespace", namespace, "bootDelay", opts.BootDelay.String(), "updateDelay", opts.UpdateDelay.String())
 			return mgr.Start(ctx)
 		},
 	}
@@ -110,6 +124,7 @@ The CRDs are in config/sim/crd/bases and the RBAC role in config/sim/rbac.`,
 	f.StringVar(&workloadKubeconfig, "workload-kubeconfig", "", "kubeconfig that SimControlPlanes write into <cluster>-kubeconfig Secrets (default: the management cluster's; a bearer token file is inlined)")
 	f.StringVar(&namespace, "namespace", "", "reconcile the machines of this namespace only (default: every namespace)")
 	f.DurationVar(&opts.BootDelay, "boot-delay", 0, "power-on time of a machine that sets none, before it fetches its payload")
+	f.DurationVar(&opts.UpdateDelay, "update-delay", 0, "time the node agent of a machine that sets none takes to apply an in-place update, from reporting Working")
 	f.DurationVar(&opts.FetchTimeout, "fetch-timeout", DefaultFetchTimeout, "time limit of one payload request")
 	f.DurationVar(&opts.InitialRetryDelay, "initial-retry-delay", DefaultInitialRetryDelay, "first delay before a failed payload fetch is retried (doubles each time)")
 	f.DurationVar(&opts.MaxRetryDelay, "max-retry-delay", DefaultMaxRetryDelay, "longest delay between payload fetch retries")

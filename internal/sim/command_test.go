@@ -12,7 +12,7 @@ func TestCommandFlags(t *testing.T) {
 	if cmd.Use != "sim-provider" {
 		t.Fatalf("Use = %q", cmd.Use)
 	}
-	for _, f := range []string{"kubeconfig", "workload-kubeconfig", "namespace", "boot-delay", "fetch-timeout", "initial-retry-delay",
+	for _, f := range []string{"kubeconfig", "workload-kubeconfig", "namespace", "boot-delay", "update-delay", "fetch-timeout", "initial-retry-delay",
 		"max-retry-delay", "concurrency", "metrics-bind-address", "health-probe-bind-address", "leader-elect", "zap-log-level"} {
 		if cmd.Flags().Lookup(f) == nil {
 			t.Errorf("no flag --%s", f)
@@ -28,7 +28,7 @@ func TestCommandFlags(t *testing.T) {
 	cmd = NewCommand()
 	cmd.SetOut(&out)
 	cmd.SetArgs([]string{"--help"})
-	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "sim.nodepool.dev/fail-boot") {
+	if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "sim.nodepool.dev/fail-boot") || !strings.Contains(out.String(), "sim.nodepool.dev/fail-update") {
 		t.Fatalf("--help: %v\n%s", err, out.String())
 	}
 	cmd = NewCommand()
@@ -47,6 +47,7 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	for _, bad := range []Options{
 		{BootDelay: -time.Second, InitialRetryDelay: 1, MaxRetryDelay: 1},
+		{UpdateDelay: -time.Second, InitialRetryDelay: 1, MaxRetryDelay: 1},
 		{InitialRetryDelay: 2 * time.Second, MaxRetryDelay: time.Second},
 		{Concurrency: -1},
 	} {

@@ -26,23 +26,35 @@ func TestMachineKnobs(t *testing.T) {
 		want        knobs
 		wantProblem string
 	}{
-		{name: "defaults", sm: spec(simv1.SimMachineSpec{}, nil), m: machine(nil), want: knobs{bootDelay: time.Second}},
+		{name: "defaults", sm: spec(simv1.SimMachineSpec{}, nil), m: machine(nil), want: knobs{bootDelay: time.Second, updateDelay: time.Minute}},
 		{name: "spec", sm: spec(simv1.SimMachineSpec{BootDelay: &metav1.Duration{Duration: 0}, FailBoot: true, Unhealthy: true}, nil), m: machine(nil),
-			want: knobs{bootDelay: 0, failBoot: true, unhealthy: true}},
+			want: knobs{bootDelay: 0, failBoot: true, unhealthy: true, updateDelay: time.Minute}},
 		{name: "Machine annotations win over the spec", sm: spec(simv1.SimMachineSpec{Unhealthy: true}, nil),
 			m:    machine(map[string]string{simv1.AnnotationUnhealthy: "false", simv1.AnnotationFailBoot: "true", simv1.AnnotationBootDelay: "2m"}),
-			want: knobs{bootDelay: 2 * time.Minute, failBoot: true}},
+			want: knobs{bootDelay: 2 * time.Minute, failBoot: true, updateDelay: time.Minute}},
 		{name: "SimMachine annotations win over the Machine's", sm: spec(simv1.SimMachineSpec{}, map[string]string{simv1.AnnotationUnhealthy: "true"}),
-			m: machine(map[string]string{simv1.AnnotationUnhealthy: "false"}), want: knobs{bootDelay: time.Second, unhealthy: true}},
-		{name: "no Machine yet", sm: spec(simv1.SimMachineSpec{FailBoot: true}, nil), want: knobs{bootDelay: time.Second, failBoot: true}},
+			m: machine(map[string]string{simv1.AnnotationUnhealthy: "false"}), want: knobs{bootDelay: time.Second, unhealthy: true, updateDelay: time.Minute}},
+		{name: "no Machine yet", sm: spec(simv1.SimMachineSpec{FailBoot: true}, nil), want: knobs{bootDelay: time.Second, failBoot: true, updateDelay: time.Minute}},
 		{name: "bad bool is ignored", sm: spec(simv1.SimMachineSpec{Unhealthy: true}, map[string]string{simv1.AnnotationUnhealthy: "yes please"}), m: machine(nil),
-			want: knobs{bootDelay: time.Second, unhealthy: true}, wantProblem: `annotation sim.nodepool.dev/unhealthy="yes please" on the SimMachine is not true or false`},
+			want: knobs{bootDelay: time.Second, unhealthy: true, updateDelay: time.Minute}, wantProblem: `annotation sim.nodepool.dev/unhealthy="yes please" on the SimMachine is not true or false`},
+		{name: "update knobs in the spec", sm: spec(simv1.SimMachineSpec{UpdateDelay: &metav1.Duration{Duration: 5 * time.Second}, FailUpdate: "disk full"}, nil), m: machine(nil),
+			want: knobs{bootDelay: time.Second, updateDelay: 5 * time.Second, failUpdate: "disk full"}},
+		{name: "update knobs in annotations win over the spec",
+			sm:   spec(simv1.SimMachineSpec{UpdateDelay: &metav1.Duration{Duration: 5 * time.Second}, FailUpdate: "disk full"}, map[string]string{simv1.AnnotationFailUpdate: "false"}),
+			m:    machine(map[string]string{simv1.AnnotationUpdateDelay: "1s", simv1.AnnotationFailUpdate: "ignored: the SimMachine's wins"}),
+			want: knobs{bootDelay: time.Second, updateDelay: time.Second}},
+		{name: "fail-update on the Machine", sm: spec(simv1.SimMachineSpec{}, nil), m: machine(map[string]string{simv1.AnnotationFailUpdate: "kernel panic"}),
+			want: knobs{bootDelay: time.Second, updateDelay: time.Minute, failUpdate: "kernel panic"}},
+		{name: "empty fail-update fails with a default message", sm: spec(simv1.SimMachineSpec{}, map[string]string{simv1.AnnotationFailUpdate: ""}), m: machine(nil),
+			want: knobs{bootDelay: time.Second, updateDelay: time.Minute, failUpdate: defaultFailUpdate}},
+		{name: "bad update delay is ignored", sm: spec(simv1.SimMachineSpec{}, map[string]string{simv1.AnnotationUpdateDelay: "soon"}), m: machine(nil),
+			want: knobs{bootDelay: time.Second, updateDelay: time.Minute}, wantProblem: `annotation sim.nodepool.dev/update-delay="soon" on the SimMachine is not a duration`},
 		{name: "bad duration is ignored", sm: spec(simv1.SimMachineSpec{}, nil), m: machine(map[string]string{simv1.AnnotationBootDelay: "-5s"}),
-			want: knobs{bootDelay: time.Second}, wantProblem: "on the Machine is not a duration"},
+			want: knobs{bootDelay: time.Second, updateDelay: time.Minute}, wantProblem: "on the Machine is not a duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, problems := machineKnobs(tt.sm, tt.m, time.Second)
+			got, problems := machineKnobs(tt.sm, tt.m, knobs{bootDelay: time.Second, updateDelay: time.Minute})
 			if got != tt.want {
 				t.Errorf("knobs = %+v, want %+v", got, tt.want)
 			}

@@ -143,7 +143,7 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ 
 // its Node registered and as healthy as its knobs say.
 func (r *machineReconciler) reconcileNormal(ctx context.Context, sm *simv1.SimMachine, machine *clusterv1.Machine) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	k, problems := machineKnobs(sm, machine, r.bootDelay)
+	k, problems := machineKnobs(sm, machine, knobs{bootDelay: r.bootDelay})
 	for _, p := range problems {
 		log.Info("Ignoring a knob", "problem", p.Error())
 	}

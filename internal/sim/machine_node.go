@@ -71,6 +71,10 @@ func (r *machineReconciler) runNode(ctx context.Context, sm *simv1.SimMachine, m
 	if node.Spec.ProviderID != providerID(sm) {
 		return notRegistered(fmt.Errorf("Node %s exists with providerID %q, not %q: another machine owns that name; delete the stale Node", name, node.Spec.ProviderID, providerID(sm)))
 	}
+	// Only the status, once registered: the Node's labels then belong to
+	// the machine's node agent, which swaps the payload's on an in-place
+	// update (agent_update.go), and the kubelet version follows the
+	// Machine's spec.version, which the controller sets after one.
 	if status, changed := nodeStatus(node.Status, sm, machine, !k.unhealthy, r.now()); changed {
 		before := node.DeepCopy()
 		node.Status = status

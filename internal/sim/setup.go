@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,8 +28,9 @@ const DefaultConcurrency = 10
 // Options configure the sim provider. The zero value works.
 type Options struct {
 	// WorkloadConfig is the API server the <cluster>-kubeconfig Secrets of
-	// SimControlPlanes point at, where the simulated Nodes live. Nil means
-	// the manager's own configuration (the same API server).
+	// SimControlPlanes point at, where the simulated Nodes live: the node
+	// agent watches Nodes and reads update Secrets there. Nil means the
+	// manager's own configuration (the same API server).
 	WorkloadConfig *rest.Config
 	// Workload gives clients of workload clusters to register Nodes with.
 	// Nil means clients built from the <cluster>-kubeconfig Secrets, as a
@@ -37,6 +39,10 @@ type Options struct {
 	// BootDelay is the power-on time of a machine that sets none (spec.bootDelay
 	// or annotation sim.nodepool.dev/boot-delay). Default 0.
 	BootDelay time.Duration
+	// UpdateDelay is how long the node agent of a machine that sets none
+	// (spec.updateDelay or annotation sim.nodepool.dev/update-delay) takes
+	// to apply an in-place update, from reporting Working. Default 0.
+	UpdateDelay time.Duration
 	// FetchTimeout bounds one payload request (DefaultFetchTimeout).
 	FetchTimeout time.Duration
 	// InitialRetryDelay and MaxRetryDelay shape the backoff of payload
@@ -73,6 +79,9 @@ func (o Options) validate() error {
 	if o.BootDelay < 0 {
 		errs = append(errs, fmt.Errorf("boot delay %s is negative", o.BootDelay))
 	}
+	if o.UpdateDelay < 0 {
+		errs = append(errs, fmt.Errorf("update delay %s is negative", o.UpdateDelay))
+	}
 	if o.FetchTimeout < 0 || o.InitialRetryDelay < 0 || o.MaxRetryDelay < 0 || o.Concurrency < 0 {
 		errs = append(errs, errors.New("fetch timeout, retry delays and concurrency cannot be negative"))
 	}
@@ -102,9 +111,11 @@ func CacheOptions() cache.Options {
 	}}
 }
 
-// SetupWithManager adds the SimMachine and SimControlPlane controllers to
-// mgr, whose scheme must hold AddToScheme's types. Several sims may share a
-// process (controller names are not checked).
+// SetupWithManager adds the SimMachine, node agent and SimControlPlane
+// controllers to mgr, and a client of the workload cluster
+// (Options.WorkloadConfig) whose cache holds its Nodes; mgr's scheme must
+// hold AddToScheme's types. Several sims may share a process (controller
+// names are not checked).
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	opts = opts.withDefaults(mgr)
 	if err := opts.validate(); err != nil {
@@ -124,6 +135,27 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	if err := machines.setupWithManager(ctx, mgr, opts.Concurrency); err != nil {
 		return fmt.Errorf("setting up the SimMachine controller: %w", err)
+	}
+	workload, err := newWorkloadCluster(opts.WorkloadConfig, mgr.GetScheme())
+	if err != nil {
+		return fmt.Errorf("connecting the node agent to the workload cluster: %w", err)
+	}
+	if err := mgr.Add(workload); err != nil {
+		return fmt.Errorf("adding the workload cluster of the node agent to the manager: %w", err)
+	}
+	agent := &agentReconciler{
+		client:   mgr.GetClient(),
+		nodes:    workload.GetClient(),
+		secrets:  workload.GetAPIReader(),
+		recorder: mgr.GetEventRecorder("sim-agent"),
+		fetcher:  machines.fetcher,
+		backoff:  newBackoff(opts.InitialRetryDelay, opts.MaxRetryDelay),
+		defaults: knobs{updateDelay: opts.UpdateDelay},
+		now:      time.Now,
+		retries:  map[types.UID]pendingRetry{},
+	}
+	if err := agent.setupWithManager(mgr, workload, opts.Concurrency); err != nil {
+		return fmt.Errorf("setting up the node agent controller: %w", err)
 	}
 	controlPlanes := &controlPlaneReconciler{
 		client:   mgr.GetClient(),

@@ -128,8 +128,8 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 		},
 		{
 			name: "rolloutAfter is now", want: cli.PlanNow, initiator: "restart", machines: 2, steps: 2,
-			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
-				p.Spec.Management.RolloutAfter = &metav1.Time{Time: time.Now().Add(-time.Second).Truncate(time.Second)}
+			edit: func(t *testing.T, ns string, p *nodepoolv1.NodePool) []client.Object {
+				p.Spec.Management.RolloutAfter = &metav1.Time{Time: afterEveryMachineSet(t, ns)}
 				return []client.Object{p}
 			},
 		},
@@ -402,4 +402,24 @@ func holdsFor(t *testing.T, p *nodepoolv1.NodePool, d time.Duration, what string
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// afterEveryMachineSet returns a whole second, not in the future, after the
+// creation of every MachineSet in ns (waiting for the clock if needed), so a
+// rolloutAfter set to it replaces every machine: timestamps have second
+// resolution and Cluster API keeps a MachineSet created in the same second.
+func afterEveryMachineSet(t *testing.T, ns string) time.Time {
+	t.Helper()
+	var sets clusterv1.MachineSetList
+	if err := st.Env.Client.List(context.Background(), &sets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Truncate(time.Second)
+	for _, ms := range sets.Items {
+		if c := ms.CreationTimestamp.Time; !c.Before(at) {
+			at = c.Truncate(time.Second).Add(time.Second)
+		}
+	}
+	time.Sleep(time.Until(at))
+	return at
 }

@@ -155,7 +155,7 @@ func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 		t.Fatal(err)
 	}
 	ms := &clusterv1.MachineList{}
-	if err := env.Client.List(ctx, ms, client.InNamespace(p.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: p.Name}); err != nil {
+	if err := env.Client.List(ctx, ms, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms.Items {
@@ -240,7 +240,7 @@ func scale(t *testing.T, p *nodepoolv1.NodePool, n int32) {
 func nodesMatch(t *testing.T, p *nodepoolv1.NodePool, ok func(*corev1.Node) bool) bool {
 	t.Helper()
 	ms := &clusterv1.MachineList{}
-	if err := env.Client.List(context.Background(), ms, client.InNamespace(p.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: p.Name}); err != nil {
+	if err := env.Client.List(context.Background(), ms, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms.Items {

@@ -87,6 +87,28 @@ const (
 	// AnnotationBootDelay is a Go duration ("10s") from the machine's
 	// creation to fetching its payload (spec.bootDelay).
 	AnnotationBootDelay = "sim.nodepool.dev/boot-delay"
+	// AnnotationUpdateDelay is a Go duration ("5s") the machine's node
+	// agent takes to apply an in-place update (spec.updateDelay).
+	AnnotationUpdateDelay = "sim.nodepool.dev/update-delay"
+	// AnnotationFailUpdate makes the machine's node agent fail in-place
+	// updates: the Node reports Degraded with the annotation's value as the
+	// message (spec.failUpdate). "false" or removing it lets the update go on.
+	AnnotationFailUpdate = "sim.nodepool.dev/fail-update"
+)
+
+// AnnotationUpdateStarted on a Node is when the sim's node agent started
+// the in-place update it is working on (RFC3339 with nanoseconds): the
+// update delay counts from it. The agent removes it when the update is done,
+// told to fail or no longer asked for.
+const AnnotationUpdateStarted = "sim.nodepool.dev/update-started"
+
+// Reasons of the Events the sim's node agent records on a SimMachine.
+const (
+	// ReasonUpdatedInPlace: the node applied the desired payload in place.
+	ReasonUpdatedInPlace = "UpdatedInPlace"
+	// ReasonUpdateDegraded: the node cannot apply the desired payload; the
+	// Event and the Node's update message say why.
+	ReasonUpdateDegraded = "UpdateDegraded"
 )
 
 // Finalizers.

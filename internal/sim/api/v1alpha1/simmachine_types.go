@@ -46,6 +46,19 @@ type SimMachineSpec struct {
 	// again.
 	// +optional
 	Unhealthy bool `json:"unhealthy,omitempty"`
+
+	// updateDelay is how long the machine's node agent takes to apply an
+	// in-place update, from reporting Working to fetching the new payload
+	// ("5s"). Unset, the provider's default applies (usually 0).
+	// +optional
+	UpdateDelay *metav1.Duration `json:"updateDelay,omitempty"`
+
+	// failUpdate makes the machine's node agent fail every in-place update
+	// while it is set: the Node reports Degraded with this message, and
+	// nothing else changes. Clearing it lets the update go on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	FailUpdate string `json:"failUpdate,omitempty"`
 }
 
 // SimMachineInitializationStatus is what Cluster API reads to know the
@@ -82,7 +95,8 @@ type SimMachineStatus struct {
 	// +kubebuilder:validation:MaxLength=128
 	BootedPayload string `json:"bootedPayload,omitempty"`
 
-	// nodeLabels are the labels the booted payload's kubelet set on the
+	// nodeLabels are the labels the payload the machine runs (the booted
+	// one, or the last one its node agent applied in place) set on the
 	// Node; the provider restores them if the Node has to be registered again.
 	// +optional
 	NodeLabels map[string]string `json:"nodeLabels,omitempty"`

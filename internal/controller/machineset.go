@@ -1,0 +1,77 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// desiredMachineSet sets on ms everything the controller owns for an
+// InPlace pool. It carries the pool label but not Cluster API's deployment
+// label (Cluster API would look for a MachineDeployment). Its template is
+// what new machines boot; existing machines are updated in place and keep
+// their own bootstrap data until their node finishes the update. A forced
+// rollout's time is kept in an annotation (the MachineDeployment's
+// spec.rollout.after of Replace pools).
+func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
+	labels := map[string]string{clusterv1.ClusterNameLabel: pool.Spec.ClusterName, nodepoolv1.LabelPool: pool.Name}
+	ms.Namespace, ms.Name = pool.Namespace, pool.Name
+	if ms.Labels == nil {
+		ms.Labels = map[string]string{}
+	}
+	if ms.Annotations == nil {
+		ms.Annotations = map[string]string{}
+	}
+	for k, v := range labels {
+		ms.Labels[k] = v
+	}
+	ms.Spec.ClusterName = pool.Spec.ClusterName
+	ms.Spec.Replicas = desiredReplicas(ms.Annotations, ms.Spec.Replicas, pool)
+	ms.Spec.Selector = metav1.LabelSelector{MatchLabels: labels}
+	if ms.Spec.Template.Labels == nil {
+		ms.Spec.Template.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		ms.Spec.Template.Labels[k] = v
+	}
+	if target != nil && target.RolloutAfter != nil {
+		ms.Annotations[nodepoolv1.AnnotationInPlaceRolloutAfter] = target.RolloutAfter.UTC().Format(time.RFC3339)
+	}
+	desiredMachineSpec(&ms.Spec.Template.Spec, pool, target)
+}
+
+func (r *Reconciler) applyMachineSet(ctx context.Context, pool *nodepoolv1.NodePool, w *world, target *rollout.MachineDeploymentTarget) error {
+	if w.ms == nil {
+		if target == nil {
+			return nil // nothing valid to boot yet
+		}
+		ms := &clusterv1.MachineSet{}
+		desiredMachineSet(ms, pool, target)
+		if err := controllerutil.SetControllerReference(pool, ms, r.Client.Scheme()); err != nil {
+			return err
+		}
+		if err := r.Client.Create(ctx, ms); err != nil {
+			return fmt.Errorf("creating MachineSet: %w", err)
+		}
+		return nil
+	}
+	ms := w.ms.DeepCopy()
+	desiredMachineSet(ms, pool, target)
+	if equality.Semantic.DeepEqual(ms, w.ms) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, ms, client.MergeFrom(w.ms)); err != nil {
+		return fmt.Errorf("patching MachineSet: %w", err)
+	}
+	return nil
+}

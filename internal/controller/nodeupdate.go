@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/secrets"
+	"nodepool.dev/nodepool/internal/userdata"
+)
+
+// updateSecretName names the Secret in the workload cluster from which an
+// InPlace pool's nodes fetch their update: unique per management namespace
+// and pool, since several clusters may share an API server in tests.
+func updateSecretName(pool *nodepoolv1.NodePool) string {
+	return "nodepool-update." + pool.Namespace + "." + pool.Name
+}
+
+// applyNodeActions carries out the in-place steps of the plan on the
+// workload cluster's Nodes and the management cluster's Machines. A
+// machine is recorded as updated before its Node is uncordoned, so a
+// controller restarted in between finishes the Node without updating it
+// twice.
+func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.NodePool, w *world, plan rollout.Plan, tok secrets.Token) error {
+	if plan.InPlaceTarget == "" {
+		return nil
+	}
+	cluster := client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName}
+	c, err := r.ClusterCache.GetClient(ctx, cluster)
+	if err != nil {
+		if len(plan.NodeActions) == 0 {
+			return nil
+		}
+		return fmt.Errorf("reaching the workload cluster to update nodes in place: %w", err)
+	}
+	if plan.UpdateInProgress {
+		if err := r.ensureUpdateSecret(ctx, c, pool, tok); err != nil {
+			return err
+		}
+	} else if plan.Completed != nil {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Settings.NodeUpdateNamespace, Name: updateSecretName(pool)}}
+		if err := c.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the update Secret %s/%s: %w", s.Namespace, s.Name, err)
+		}
+	}
+	now := r.now().UTC().Format(time.RFC3339)
+	for _, a := range plan.NodeActions {
+		node := w.node(a.Node)
+		if node == nil {
+			continue
+		}
+		updated := node.DeepCopy()
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		ann := updated.Annotations
+		switch a.Step {
+		case rollout.StepStart:
+			updated.Spec.Unschedulable = true
+			ann[nodepoolv1.AnnotationUpdatePhase] = nodepoolv1.UpdatePhaseDraining
+			ann[nodepoolv1.AnnotationUpdateStartedAt] = now
+			if a.Cordoned {
+				ann[nodepoolv1.AnnotationWasUnschedulable] = "true"
+			}
+		case rollout.StepRequest:
+			ann[nodepoolv1.AnnotationUpdatePhase] = nodepoolv1.UpdatePhaseUpdating
+			ann[nodepoolv1.AnnotationDesiredPayload] = a.Payload
+			ann[nodepoolv1.AnnotationUpdateSecret] = r.Settings.NodeUpdateNamespace + "/" + updateSecretName(pool)
+		case rollout.StepFinish:
+			if err := r.recordMachineUpdated(ctx, w, a, now); err != nil {
+				return err
+			}
+			if a.Uncordon {
+				updated.Spec.Unschedulable = false
+			}
+			delete(ann, nodepoolv1.AnnotationUpdatePhase)
+			delete(ann, nodepoolv1.AnnotationUpdateStartedAt)
+			delete(ann, nodepoolv1.AnnotationWasUnschedulable)
+		}
+		if err := c.Patch(ctx, updated, client.MergeFrom(node)); err != nil {
+			return fmt.Errorf("node %s (%s): %w", a.Node, a.Step, err)
+		}
+		*node = *updated
+	}
+	return nil
+}
+
+// recordMachineUpdated writes on a Machine what its node now runs.
+func (r *Reconciler) recordMachineUpdated(ctx context.Context, w *world, a rollout.NodeAction, now string) error {
+	for i := range w.machines {
+		m := &w.machines[i]
+		if m.Name != a.Machine {
+			continue
+		}
+		updated := m.DeepCopy()
+		updated.Spec.Version = a.Version
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[nodepoolv1.AnnotationMachineUserData] = a.DataSecretName
+		updated.Annotations[nodepoolv1.AnnotationUpdatedAt] = now
+		if err := r.Client.Patch(ctx, updated, client.MergeFrom(m)); err != nil {
+			return fmt.Errorf("recording machine %s as updated: %w", m.Name, err)
+		}
+		*m = *updated
+		return nil
+	}
+	return nil
+}
+
+// ensureUpdateSecret writes the pointer config of the target's current
+// token to the workload cluster, where node agents read it.
+func (r *Reconciler) ensureUpdateSecret(ctx context.Context, c client.Client, pool *nodepoolv1.NodePool, tok secrets.Token) error {
+	if tok.Current == "" {
+		return fmt.Errorf("no token for the in-place update of pool %s", pool.Name)
+	}
+	pointer, err := userdata.Render(r.Settings.Inputs.PayloadServerURL, r.Settings.Inputs.PayloadServerCA, tok.Current)
+	if err != nil {
+		return fmt.Errorf("rendering the update pointer config: %w", err)
+	}
+	key := client.ObjectKey{Namespace: r.Settings.NodeUpdateNamespace, Name: updateSecretName(pool)}
+	existing := &corev1.Secret{}
+	err = c.Get(ctx, key, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{
+				nodepoolv1.LabelPool: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{nodepoolv1.UpdateSecretKey: pointer},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return fmt.Errorf("creating the update Secret %s in the workload cluster: %w", key, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the update Secret %s in the workload cluster: %w", key, err)
+	}
+	if bytes.Equal(existing.Data[nodepoolv1.UpdateSecretKey], pointer) {
+		return nil
+	}
+	updated := existing.DeepCopy()
+	updated.Data = map[string][]byte{nodepoolv1.UpdateSecretKey: pointer}
+	if err := c.Update(ctx, updated); err != nil {
+		return fmt.Errorf("updating the update Secret %s in the workload cluster: %w", key, err)
+	}
+	return nil
+}
+
+func (w *world) node(name string) *corev1.Node {
+	for i := range w.nodes {
+		if w.nodes[i].Name == name {
+			return &w.nodes[i]
+		}
+	}
+	return nil
+}
+
+// recordMachinesUserData records on each Machine of an InPlace pool that
+// has no record yet the user-data it booted: its bootstrap data, before
+// the MachineSet's template moves (Cluster API then rewrites it).
+func (r *Reconciler) recordMachinesUserData(ctx context.Context, w *world) error {
+	for i := range w.machines {
+		m := &w.machines[i]
+		ds := ptr.Deref(m.Spec.Bootstrap.DataSecretName, "")
+		if !m.DeletionTimestamp.IsZero() || ds == "" || m.Annotations[nodepoolv1.AnnotationMachineUserData] != "" {
+			continue
+		}
+		updated := m.DeepCopy()
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[nodepoolv1.AnnotationMachineUserData] = ds
+		if err := r.Client.Patch(ctx, updated, client.MergeFrom(m)); err != nil {
+			return fmt.Errorf("recording the user-data of machine %s: %w", m.Name, err)
+		}
+		*m = *updated
+	}
+	return nil
+}

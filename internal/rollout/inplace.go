@@ -1,0 +1,223 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+// InPlace is what the engine sees of an InPlace pool's machines and Nodes.
+// The pool's MachineSet is summarised in Input.MachineDeployment like a
+// Replace pool's MachineDeployment: its template is the target, and its
+// machines are up to date once their nodes finished the update.
+type InPlace struct {
+	Machines []InPlaceMachine
+	// MaxUnavailable is spec.management.inPlace.maxUnavailable resolved
+	// against the desired replicas (at least 1).
+	MaxUnavailable int32
+	// DrainTimeout is spec.nodeDrainTimeout; 0 waits for the drain forever.
+	DrainTimeout time.Duration
+}
+
+// InPlaceMachine is one machine of an InPlace pool and its Node.
+type InPlaceMachine struct {
+	// Machine is the Machine's name.
+	Machine string
+	// DataSecretName and Version are what the machine runs: its Machine's
+	// spec.bootstrap.dataSecretName and spec.version, advanced by the
+	// controller when its node finishes an update.
+	DataSecretName string
+	Version        string
+	// UpdatedAt is when its node last finished an in-place update, or when
+	// the Machine was created.
+	UpdatedAt time.Time
+	// Node is its Node's name, "" while it has none (booting) or the
+	// workload cluster cannot be read.
+	Node  string
+	Ready bool
+	// Unschedulable is the Node's spec.unschedulable.
+	Unschedulable bool
+	// Phase, StartedAt and WasUnschedulable are the controller's progress
+	// with the Node (AnnotationUpdatePhase and friends).
+	Phase            string
+	StartedAt        time.Time
+	WasUnschedulable bool
+	// Desired, Current, State and Message are the node update protocol's
+	// annotations.
+	Desired, Current, State, Message string
+	// PodsLeft is how many pods a drain still has to evict from the Node
+	// (read while it drains); DrainBlocked says why an eviction was
+	// refused (a PodDisruptionBudget), "" if none was.
+	PodsLeft     int
+	DrainBlocked string
+}
+
+// NodeStep is what the controller does to one Node of an InPlace pool.
+type NodeStep string
+
+const (
+	// StepStart cordons the Node and starts draining it.
+	StepStart NodeStep = "Start"
+	// StepRequest asks the node's agent for a payload (the Node is drained).
+	StepRequest NodeStep = "Request"
+	// StepFinish records the machine as updated, then uncordons the Node.
+	StepFinish NodeStep = "Finish"
+)
+
+// NodeAction is one step on one machine's Node.
+type NodeAction struct {
+	Step    NodeStep
+	Machine string
+	Node    string
+	// Payload is the payload hash asked for (StepRequest).
+	Payload string
+	// DataSecretName and Version are written to the Machine (StepFinish).
+	DataSecretName, Version string
+	// Uncordon is false when the Node was cordoned before the update.
+	Uncordon bool
+	// Cordoned says the Node is unschedulable already (StepStart).
+	Cordoned bool
+}
+
+// Condition reasons of InPlace updates.
+const (
+	reasonNodeUpdateDegraded = nodepoolv1.ReasonNodeUpdateDegraded
+	reasonDrainBlocked       = nodepoolv1.ReasonDrainBlocked
+)
+
+// planInPlace moves the nodes of an InPlace pool towards the target, never
+// more than MaxUnavailable at once: each due node is cordoned and drained,
+// asked for the target's payload, and, once its agent reports Done on it,
+// recorded as updated and uncordoned. A node is due when its machine runs
+// other user-data than the target, or was updated before a forced
+// rollout's time. A Degraded node stops the update: nothing else starts or
+// advances until it recovers. It also explains what holds the update on
+// the pool's updating conditions.
+func planInPlace(in Input, target *UserData, p *Plan) {
+	ip := in.InPlace
+	if ip == nil || target == nil {
+		return
+	}
+	p.InPlaceTarget, p.InPlaceToken = target.Name, payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
+	want := target.PayloadHash
+	for _, t := range p.Tokens {
+		if t.RolloutHash == target.RolloutHash {
+			want = t.PayloadHash
+		}
+	}
+	var forcedAt *time.Time
+	if p.MachineDeployment != nil && p.MachineDeployment.RolloutAfter != nil && !p.MachineDeployment.RolloutAfter.After(in.Now) {
+		forcedAt = p.MachineDeployment.RolloutAfter
+	}
+	machines := append([]InPlaceMachine(nil), ip.Machines...)
+	sort.Slice(machines, func(i, j int) bool { return machines[i].Machine < machines[j].Machine })
+
+	var degraded, blocked, waiting []string
+	busy := int32(0)
+	for _, m := range machines {
+		if m.Phase == "" {
+			continue
+		}
+		busy++
+		if m.Phase == nodepoolv1.UpdatePhaseUpdating && m.State == nodepoolv1.UpdateStateDegraded {
+			degraded = append(degraded, fmt.Sprintf("node %s: %s", m.Node, orDefault(m.Message, "the node agent reports Degraded")))
+		}
+	}
+	halted := len(degraded) > 0
+	for _, m := range machines {
+		switch m.Phase {
+		case nodepoolv1.UpdatePhaseDraining:
+			if halted {
+				continue
+			}
+			drained := m.PodsLeft == 0
+			timedOut := ip.DrainTimeout > 0 && !in.Now.Before(m.StartedAt.Add(ip.DrainTimeout))
+			if !drained && !timedOut {
+				why := fmt.Sprintf("node %s: draining, %d pods left to evict", m.Node, m.PodsLeft)
+				if m.DrainBlocked != "" {
+					why = fmt.Sprintf("node %s: draining, %s", m.Node, m.DrainBlocked)
+				}
+				blocked = append(blocked, why)
+				continue
+			}
+			if !drained {
+				p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: "DrainTimedOut",
+					Message: fmt.Sprintf("node %s still has %d pods after the drain timeout %s; updating it anyway", m.Node, m.PodsLeft, ip.DrainTimeout)})
+			}
+			p.NodeActions = append(p.NodeActions, NodeAction{Step: StepRequest, Machine: m.Machine, Node: m.Node, Payload: want})
+		case nodepoolv1.UpdatePhaseUpdating:
+			switch {
+			case m.Desired != want && (!halted || m.State == nodepoolv1.UpdateStateDegraded):
+				// The target's payload moved (a new target or a forced
+				// rollout): ask for the one the pool serves now. A new
+				// target is also how an owner fixes a Degraded node.
+				p.NodeActions = append(p.NodeActions, NodeAction{Step: StepRequest, Machine: m.Machine, Node: m.Node, Payload: want})
+			case m.Desired == want && m.Current == want && m.State == nodepoolv1.UpdateStateDone:
+				busy-- // uncordoned before any Start of this plan is applied
+				p.NodeActions = append(p.NodeActions, NodeAction{Step: StepFinish, Machine: m.Machine, Node: m.Node,
+					DataSecretName: target.Name, Version: target.Version, Uncordon: !m.WasUnschedulable})
+				p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "NodeUpdated",
+					Message: fmt.Sprintf("node %s runs payload %s in place (machine %s)", m.Node, payload.Short(want), m.Machine)})
+			case m.State != nodepoolv1.UpdateStateDegraded:
+				waiting = append(waiting, fmt.Sprintf("node %s: %s", m.Node, orDefault(m.State, "waiting for its agent")))
+			}
+		}
+	}
+	if !halted {
+		for _, m := range machines {
+			if busy >= ip.MaxUnavailable {
+				break
+			}
+			if m.Phase != "" || m.Node == "" || !due(m, target, forcedAt) {
+				continue
+			}
+			busy++
+			p.NodeActions = append(p.NodeActions, NodeAction{Step: StepStart, Machine: m.Machine, Node: m.Node, Cordoned: m.Unschedulable})
+			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "UpdatingNode",
+				Message: fmt.Sprintf("cordoning and draining node %s to update it in place to %s", m.Node, target.Name)})
+		}
+	}
+	p.UpdateInProgress = busy > 0
+	explainInPlace(degraded, blocked, waiting, p)
+}
+
+// due reports whether a machine's node needs an in-place update.
+func due(m InPlaceMachine, target *UserData, forcedAt *time.Time) bool {
+	return m.DataSecretName != target.Name || m.Version != target.Version || (forcedAt != nil && m.UpdatedAt.Before(*forcedAt))
+}
+
+// explainInPlace says on the updating conditions what holds the update.
+func explainInPlace(degraded, blocked, waiting []string, p *Plan) {
+	reason, parts := "", []string(nil)
+	switch {
+	case len(degraded) > 0:
+		reason = reasonNodeUpdateDegraded
+		parts = append(parts, "the update is stopped: "+strings.Join(degraded, "; ")+"; no other node is touched until it recovers")
+	case len(blocked) > 0:
+		reason = reasonDrainBlocked
+		parts = append(parts, strings.Join(blocked, "; "))
+	}
+	if len(waiting) > 0 && len(degraded) == 0 {
+		parts = append(parts, strings.Join(waiting, "; "))
+	}
+	if len(parts) == 0 {
+		return
+	}
+	for i := range p.Conditions {
+		c := &p.Conditions[i]
+		if (c.Type != nodepoolv1.ConditionUpdatingConfig && c.Type != nodepoolv1.ConditionUpdatingVersion) || c.Status != metav1.ConditionTrue {
+			continue
+		}
+		c.Message += " in place: " + strings.Join(parts, "; ")
+		if reason != "" {
+			c.Reason = reason
+		}
+	}
+}

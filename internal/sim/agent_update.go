@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/userdata"
+)
+
+// fetchUpdate makes one attempt at the desired payload of a Node: the
+// update Secret, its pointer config, the fetch, the checks a machine makes
+// at boot, and that the payload is the desired one. It returns an error only
+// when the workload cluster's API server fails; everything else is in the
+// outcome.
+func (r *agentReconciler) fetchUpdate(ctx context.Context, node *corev1.Node, desired string) (updateOutcome, error) {
+	ref := node.Annotations[nodepoolv1.AnnotationUpdateSecret]
+	namespace, name, ok := strings.Cut(ref, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return degraded("annotation %s=%q does not name the update Secret as <namespace>/<name>", nodepoolv1.AnnotationUpdateSecret, ref), nil
+	}
+	s := &corev1.Secret{}
+	if err := r.secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return degraded("update Secret %s does not exist in the workload cluster", ref), nil
+		}
+		return updateOutcome{}, fmt.Errorf("reading update Secret %s: %w", ref, err)
+	}
+	raw, ok := s.Data[nodepoolv1.UpdateSecretKey]
+	if !ok {
+		return degraded("update Secret %s has no key %q holding the pointer config", ref, nodepoolv1.UpdateSecretKey), nil
+	}
+	pointer, err := userdata.Parse(raw)
+	if err != nil {
+		return degraded("update Secret %s: %v", ref, err), nil
+	}
+	body, err := r.fetcher.fetch(ctx, pointer)
+	if err != nil {
+		return fetchOutcome(err, ref), nil
+	}
+	if err := pointer.Verify(body); err != nil {
+		return degraded("payload from %s (update Secret %s): %v", pointer.URL, ref, err), nil
+	}
+	booted, err := payload.Inspect(body)
+	if err != nil {
+		return degraded("payload from %s (update Secret %s): %v", pointer.URL, ref, err), nil
+	}
+	return checkPayload(booted, desired, ref), nil
+}
+
+// reportState writes the agent's state and message on the Node, recording
+// or forgetting the start of the update, and says whether it wrote
+// anything: an unchanged Node is not written.
+func (r *agentReconciler) reportState(ctx context.Context, node *corev1.Node, state, message string, started *string) (bool, error) {
+	changes := map[string]*string{
+		nodepoolv1.AnnotationUpdateState:   &state,
+		nodepoolv1.AnnotationUpdateMessage: nil,
+		simv1.AnnotationUpdateStarted:      started,
+	}
+	if message != "" {
+		changes[nodepoolv1.AnnotationUpdateMessage] = &message
+	}
+	before := node.DeepCopy()
+	if !setAnnotations(node, changes) {
+		return false, nil
+	}
+	if err := r.nodes.Patch(ctx, node, client.MergeFrom(before)); err != nil {
+		return false, fmt.Errorf("writing update state %s on Node %s: %w", state, node.Name, err)
+	}
+	return true, nil
+}
+
+// apply makes the Node run the fetched payload, in one write: the old
+// payload's labels are swapped for the new one's, the current payload is
+// the new one and the state Done. The write fails with a conflict if the
+// Node changed since it was read (the controller may have asked for
+// another payload meanwhile). The SimMachine then records the new labels,
+// so a Node registered again gets them.
+func (r *agentReconciler) apply(ctx context.Context, sm *simv1.SimMachine, node *corev1.Node, booted *payload.Booted) error {
+	before := node.DeepCopy()
+	node.Labels = appliedLabels(node.Labels, sm.Status.NodeLabels, booted.NodeLabels)
+	setAnnotations(node, map[string]*string{
+		nodepoolv1.AnnotationNodeCurrentPayload: ptr.To(booted.Hash),
+		nodepoolv1.AnnotationUpdateState:        ptr.To(nodepoolv1.UpdateStateDone),
+		nodepoolv1.AnnotationUpdateMessage:      nil,
+		simv1.AnnotationUpdateStarted:           nil,
+	})
+	if err := r.nodes.Patch(ctx, node, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("applying payload %s to Node %s: %w", payload.Short(booted.Hash), node.Name, err)
+	}
+	if maps.Equal(sm.Status.NodeLabels, booted.NodeLabels) {
+		return nil
+	}
+	// A merge patch of the labels alone: the machine reconciler's patches
+	// of the SimMachine carry only what it changes, never these labels.
+	smBefore := sm.DeepCopy()
+	sm.Status.NodeLabels = maps.Clone(booted.NodeLabels)
+	if err := r.client.Status().Patch(ctx, sm, client.MergeFrom(smBefore)); err != nil {
+		return fmt.Errorf("recording the node labels of payload %s on SimMachine %s/%s: %w", payload.Short(booted.Hash), sm.Namespace, sm.Name, err)
+	}
+	return nil
+}
+
+// setAnnotations sets the annotations of changes on obj, removing those
+// whose value is nil, and says whether anything changed.
+func setAnnotations(obj client.Object, changes map[string]*string) bool {
+	a := obj.GetAnnotations()
+	changed := false
+	for k, v := range changes {
+		old, had := a[k]
+		switch {
+		case v == nil && had:
+			delete(a, k)
+			changed = true
+		case v != nil && (!had || old != *v):
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[k] = *v
+			changed = true
+		}
+	}
+	obj.SetAnnotations(a)
+	return changed
+}

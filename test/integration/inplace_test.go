@@ -1,0 +1,410 @@
+package integration
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// Sim knobs of the node agent (internal/sim): how long an update takes,
+// and a message to fail it with.
+const (
+	knobUpdateDelay = "sim.nodepool.dev/update-delay"
+	knobFailUpdate  = "sim.nodepool.dev/fail-update"
+)
+
+// newInPlacePool is newPool for an InPlace pool with the given
+// maxUnavailable.
+func newInPlacePool(t *testing.T, n int32, maxUnavailable int) *nodepoolv1.NodePool {
+	t.Helper()
+	return newPoolWith(t, "workers", n, func(_ string, p *nodepoolv1.NodePool) {
+		p.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
+		p.Spec.Management.InPlace.MaxUnavailable = ptr.To(intstr.FromInt(maxUnavailable))
+	})
+}
+
+// inPlaceNode is one machine of a pool with its Node, sorted by machine.
+type inPlaceNode struct {
+	machine   clusterv1.Machine
+	node      corev1.Node
+	hasNode   bool
+	updatedAt string
+}
+
+func (n inPlaceNode) phase() string { return n.node.Annotations[nodepoolv1.AnnotationUpdatePhase] }
+
+// done: the node runs the desired payload and the controller is finished
+// with it.
+func (n inPlaceNode) done(payload string) bool {
+	a := n.node.Annotations
+	return n.hasNode && a[nodepoolv1.AnnotationNodeCurrentPayload] == payload && a[nodepoolv1.AnnotationUpdateState] == nodepoolv1.UpdateStateDone &&
+		n.phase() == "" && !n.node.Spec.Unschedulable
+}
+
+func inPlaceNodes(t *testing.T, p *nodepoolv1.NodePool) []inPlaceNode {
+	t.Helper()
+	out, err := listInPlaceNodes(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func listInPlaceNodes(p *nodepoolv1.NodePool) ([]inPlaceNode, error) {
+	ctx := context.Background()
+	ms := &clusterv1.MachineList{}
+	if err := env.Client.List(ctx, ms, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
+		return nil, err
+	}
+	var out []inPlaceNode
+	for _, m := range ms.Items {
+		if !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		n := inPlaceNode{machine: m, updatedAt: m.Annotations[nodepoolv1.AnnotationUpdatedAt]}
+		if m.Status.NodeRef.IsDefined() && env.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, &n.node) == nil {
+			n.hasNode = true
+		}
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].machine.Name < out[j].machine.Name })
+	return out, nil
+}
+
+// watchCordons samples the pool's Nodes until stop is closed (or the test
+// ends) and returns the most Nodes seen cordoned at once, and every node
+// that was seen in an update phase again after it was recorded finished
+// (a second update).
+func watchCordons(t *testing.T, p *nodepoolv1.NodePool, stop chan struct{}) <-chan [2]any {
+	out := make(chan [2]any, 1)
+	t.Cleanup(func() { stopOnce(stop) })
+	go func() {
+		most, finished, twice := 0, map[string]string{}, sets.New[string]()
+		for {
+			select {
+			case <-stop:
+				out <- [2]any{most, sets.List(twice)}
+				return
+			default:
+			}
+			cordoned := 0
+			nodes, err := listInPlaceNodes(p)
+			if err != nil {
+				continue
+			}
+			for _, n := range nodes {
+				if n.node.Spec.Unschedulable {
+					cordoned++
+				}
+				if at, ok := finished[n.machine.Name]; ok && (n.phase() != "" || n.updatedAt != at) {
+					twice.Insert(n.machine.Name)
+				}
+				if n.updatedAt != "" && n.phase() == "" {
+					finished[n.machine.Name] = n.updatedAt
+				}
+			}
+			most = max(most, cordoned)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return out
+}
+
+// stopOnce closes stop unless the test's cleanup did.
+func stopOnce(stop chan struct{}) {
+	select {
+	case <-stop:
+	default:
+		close(stop)
+	}
+}
+
+func annotateMachines(t *testing.T, p *nodepoolv1.NodePool, key, value string, which func(i int) bool) {
+	t.Helper()
+	for i, n := range inPlaceNodes(t, p) {
+		if !which(i) {
+			continue
+		}
+		m := n.machine.DeepCopy()
+		update(t, m, func(m *clusterv1.Machine) {
+			if value == "" {
+				delete(m.Annotations, key)
+				return
+			}
+			if m.Annotations == nil {
+				m.Annotations = map[string]string{}
+			}
+			m.Annotations[key] = value
+		})
+	}
+}
+
+func all(int) bool { return true }
+
+func changeChrony(t *testing.T, p *nodepoolv1.NodePool, server string) {
+	t.Helper()
+	update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony(server) })
+}
+
+func TestInPlaceOwnerChangeUpdatesEveryNodeWithoutReplacingMachines(t *testing.T) {
+	p := newInPlacePool(t, 3, 1)
+	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
+	annotateMachines(t, p, knobUpdateDelay, "1s", all)
+
+	stop := make(chan struct{})
+	seen := watchCordons(t, p, stop)
+	changeChrony(t, p, "inplace.corp.example")
+	after := waitFor(t, p, rolloutTimeout, "every node updated in place", func(s state) bool {
+		return settled(3)(s) && s.onlyPayload() != before.onlyPayload()
+	})
+	stopOnce(stop)
+	res := <-seen
+	if most := res[0].(int); most > 1 {
+		t.Errorf("%d nodes were cordoned at once, maxUnavailable is 1", most)
+	}
+	if !after.machines.Equal(before.machines) {
+		t.Errorf("machines were replaced: before %v, after %v", sets.List(before.machines), sets.List(after.machines))
+	}
+	payload := after.pool.Annotations[nodepoolv1.AnnotationCurrentPayload]
+	target := ""
+	for _, n := range inPlaceNodes(t, p) {
+		if !n.done(payload) || n.updatedAt == "" {
+			t.Errorf("node %s: annotations %v, unschedulable %v, machine updated at %q; want done on %s",
+				n.node.Name, n.node.Annotations, n.node.Spec.Unschedulable, n.updatedAt, payload)
+		}
+		ds := ptr.Deref(n.machine.Spec.Bootstrap.DataSecretName, "")
+		if target != "" && ds != target {
+			t.Errorf("machines run different user-data: %s and %s", target, ds)
+		}
+		target = ds
+	}
+	e := lastRecord(t, p, string(rollout.InitiatorSpec), history.OutcomeComplete)
+	if strings.Join(e.Changed, ",") != "user-configs" {
+		t.Errorf("the rollout is recorded with changed components %v", e.Changed)
+	}
+}
+
+func TestInPlaceManagementOnlyChangeUpdatesNothingAndIsReportedAsDrift(t *testing.T) {
+	p := newInPlacePool(t, 2, 2)
+	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	setManagementConfig(t, func(string) string {
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("9", 64) + "\n"
+	})
+	waitFor(t, p, 30*time.Second, "the drift reported", func(s state) bool {
+		for _, r := range s.pool.Status.PendingManagementChanges {
+			if r.Component == "apiserver-proxy" {
+				return true
+			}
+		}
+		return false
+	})
+	holdsFor(t, p, 6*time.Second, "no node touched", func(s state) bool {
+		if !s.machines.Equal(before.machines) || s.onlyPayload() != before.onlyPayload() {
+			return false
+		}
+		for _, n := range inPlaceNodes(t, p) {
+			if n.phase() != "" || n.node.Spec.Unschedulable || n.updatedAt != "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
+	ctx := context.Background()
+	p := newInPlacePool(t, 2, 1)
+	waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	nodes := inPlaceNodes(t, p)
+	first, second := nodes[0], nodes[1]
+
+	// A pod bound to the node updated first, guarded by a budget that
+	// allows no disruption (the test plays the disruption controller).
+	labels := map[string]string{"app": "guarded-" + p.Namespace}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "guarded", Labels: labels},
+		Spec: corev1.PodSpec{NodeName: first.node.Name, TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+	mustCreate(t, pod)
+	// The test plays the kubelet too: the pod runs and is ready (a pending
+	// pod is evicted whatever its budget says).
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "guarded"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}
+	mustCreate(t, pdb)
+	setBudget(t, pdb, 0)
+
+	changeChrony(t, p, "pdb.corp.example")
+	waitFor(t, p, time.Minute, "the blocked drain reported on the pool", func(s state) bool {
+		c := condition(s.pool, nodepoolv1.ConditionUpdatingConfig)
+		return c.Reason == nodepoolv1.ReasonDrainBlocked && strings.Contains(c.Message, first.node.Name) && strings.Contains(c.Message, "guarded")
+	})
+	holdsFor(t, p, 5*time.Second, "the update held on that node, the other untouched", func(s state) bool {
+		for _, n := range inPlaceNodes(t, p) {
+			if n.machine.Name == second.machine.Name && (n.phase() != "" || n.node.Spec.Unschedulable) {
+				return false
+			}
+			if n.machine.Name == first.machine.Name && n.phase() != nodepoolv1.UpdatePhaseDraining {
+				return false
+			}
+		}
+		return true
+	})
+
+	setBudget(t, pdb, 1)
+	after := waitFor(t, p, rolloutTimeout, "every node updated once the budget allows it", settled(2))
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); err == nil {
+		t.Error("the guarded pod was not evicted")
+	}
+	for _, n := range inPlaceNodes(t, p) {
+		if !n.done(after.pool.Annotations[nodepoolv1.AnnotationCurrentPayload]) {
+			t.Errorf("node %s not done: %v", n.node.Name, n.node.Annotations)
+		}
+	}
+}
+
+// setBudget plays the disruption controller: the budget allows n
+// disruptions.
+func setBudget(t *testing.T, pdb *policyv1.PodDisruptionBudget, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
+		t.Fatal(err)
+	}
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: n,
+		CurrentHealthy: 1 + n, DesiredHealthy: 1, ExpectedPods: 1 + n}
+	if err := env.Client.Status().Update(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInPlaceFailedNodeStopsTheRolloutUntilItIsFixed(t *testing.T) {
+	p := newInPlacePool(t, 3, 1)
+	waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
+	annotateMachines(t, p, knobFailUpdate, "disk full", func(i int) bool { return i == 1 })
+
+	changeChrony(t, p, "degraded.corp.example")
+	waitFor(t, p, time.Minute, "the failed node reported on the pool", func(s state) bool {
+		c := condition(s.pool, nodepoolv1.ConditionUpdatingConfig)
+		return c.Reason == nodepoolv1.ReasonNodeUpdateDegraded && strings.Contains(c.Message, "disk full")
+	})
+	holdsFor(t, p, 5*time.Second, "the third node untouched while the second is Degraded", func(s state) bool {
+		third := inPlaceNodes(t, p)[2]
+		return third.phase() == "" && !third.node.Spec.Unschedulable && third.updatedAt == ""
+	})
+
+	annotateMachines(t, p, knobFailUpdate, "", func(i int) bool { return i == 1 })
+	after := waitFor(t, p, rolloutTimeout, "every node updated once the node is fixed", settled(3))
+	for _, n := range inPlaceNodes(t, p) {
+		if !n.done(after.pool.Annotations[nodepoolv1.AnnotationCurrentPayload]) {
+			t.Errorf("node %s not done: %v", n.node.Name, n.node.Annotations)
+		}
+	}
+	if c := condition(after.pool, nodepoolv1.ConditionUpdatingConfig); c.Reason == nodepoolv1.ReasonNodeUpdateDegraded {
+		t.Errorf("UpdatingConfig still says %s", c.Message)
+	}
+}
+
+func TestInPlaceControllerRestartedMidUpdateResumesWithoutTouchingFinishedNodesTwice(t *testing.T) {
+	p := newInPlacePool(t, 3, 1)
+	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
+	annotateMachines(t, p, knobUpdateDelay, "2s", all)
+
+	stop := make(chan struct{})
+	seen := watchCordons(t, p, stop)
+	changeChrony(t, p, "restart.corp.example")
+	deadline := time.Now().Add(rolloutTimeout)
+	for {
+		finished := 0
+		for _, n := range inPlaceNodes(t, p) {
+			if n.updatedAt != "" && n.phase() == "" {
+				finished++
+			}
+		}
+		if finished >= 1 && finished < 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no node finished its update; %s", conditions(observe(t, p).pool))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	restartController(t, settings)
+	after := waitFor(t, p, rolloutTimeout, "every node updated after the restart", func(s state) bool {
+		return settled(3)(s) && s.onlyPayload() != before.onlyPayload()
+	})
+	stopOnce(stop)
+	res := <-seen
+	if twice := res[1].([]string); len(twice) > 0 {
+		t.Errorf("machines updated twice: %v", twice)
+	}
+	if most := res[0].(int); most > 1 {
+		t.Errorf("%d nodes cordoned at once, maxUnavailable is 1", most)
+	}
+	if !after.machines.Equal(before.machines) {
+		t.Error("machines were replaced")
+	}
+}
+
+func TestInPlaceRolloutAfterUpdatesEveryNodeInPlaceOnce(t *testing.T) {
+	p := newInPlacePool(t, 2, 2)
+	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	at := metav1.NewTime(time.Now().Truncate(time.Second))
+	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
+	waitFor(t, p, rolloutTimeout, "every node updated after rolloutAfter", func(s state) bool {
+		if !settled(2)(s) {
+			return false
+		}
+		for _, n := range inPlaceNodes(t, p) {
+			u, err := time.Parse(time.RFC3339, n.updatedAt)
+			if err != nil || u.Before(at.Time) {
+				return false
+			}
+		}
+		return true
+	})
+	if after := observe(t, p); !after.machines.Equal(before.machines) {
+		t.Error("machines were replaced")
+	}
+	e := lastRecord(t, p, string(rollout.InitiatorRestart), history.OutcomeComplete)
+	if e.ForcedAt == nil {
+		t.Errorf("the forced rollout is recorded without its time: %+v", e)
+	}
+	updated := map[string]string{}
+	for _, n := range inPlaceNodes(t, p) {
+		updated[n.machine.Name] = n.updatedAt
+	}
+	holdsFor(t, p, 5*time.Second, "updated once only", func(s state) bool {
+		for _, n := range inPlaceNodes(t, p) {
+			if updated[n.machine.Name] != n.updatedAt {
+				return false
+			}
+		}
+		return true
+	})
+}
