@@ -30,7 +30,7 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
   kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			when, what := wholeSecondAfter(o.now()), "restarted"
+			when, what := o.now().UTC().Truncate(time.Second), "restarted"
 			if at != "" {
 				t, err := time.Parse(time.RFC3339, at)
 				if err != nil {
@@ -170,7 +170,7 @@ replace every machine for nothing; --force does it anyway.`,
 			if len(pending) == 0 && !force {
 				return fmt.Errorf("%s has no pending platform changes (status.pendingManagementChanges is empty): nothing to apply; use kubectl nodepool rollout restart to replace every machine anyway, or --force", poolRef(pool))
 			}
-			at := wholeSecondAfter(o.now()).Format(time.RFC3339)
+			at := o.now().UTC().Truncate(time.Second).Format(time.RFC3339)
 			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", func(p *nodepoolv1.NodePool) {
 				if p.Annotations == nil {
 					p.Annotations = map[string]string{}
@@ -222,16 +222,4 @@ func (o *Options) done(pool *nodepoolv1.NodePool, format string, args ...any) er
 	}
 	_, err := fmt.Fprintf(o.out(), format, args...)
 	return err
-}
-
-// wholeSecondAfter is now rounded up to a whole second, in UTC. API times
-// have second resolution and a machine created in the same second as a
-// forced rollout's time is kept, so "now" rounds up: every machine that
-// exists when the command runs is replaced.
-func wholeSecondAfter(now time.Time) time.Time {
-	t := now.UTC().Truncate(time.Second)
-	if t.Before(now) {
-		t = t.Add(time.Second)
-	}
-	return t
 }

@@ -106,6 +106,7 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 		return
 	}
 	p.InPlaceTarget, p.InPlaceToken = target.Name, payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
+	p.InPlaceMaxUnavailable = ip.MaxUnavailable
 	want := target.PayloadHash
 	for _, t := range p.Tokens {
 		if t.RolloutHash == target.RolloutHash {

@@ -144,6 +144,8 @@ type Plan struct {
 	// update with; UpdateInProgress is true while a Node is being updated.
 	InPlaceTarget, InPlaceToken string
 	UpdateInProgress            bool
+	// InPlaceMaxUnavailable bounds the Nodes in an update phase at once.
+	InPlaceMaxUnavailable int32
 	// Record is set when a rollout starts: the controller writes it to the
 	// pool's history.
 	Record *Record

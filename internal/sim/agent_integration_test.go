@@ -34,14 +34,7 @@ func TestNodeAgentUpdatesInPlace(t *testing.T) {
 	ctx := context.Background()
 	ns := setup(t, simv1.SimMachineSpec{})
 	c := env.Client
-	a, err := ps.CreateBoot(ctx, c, ns, "c1", "inplace", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ps.CreateBoot(ctx, c, ns, "c1", "inplace", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoBoots(t, ns, "inplace")
 	// The update Secret lives in the workload cluster (the same API server
 	// here), as the controller writes it: a pointer config with b's token.
 	updateSecret := createUpdateSecret(t, ns, "update-inplace", b.Token)
@@ -118,9 +111,11 @@ func TestNodeAgentUpdatesInPlace(t *testing.T) {
 	waitForUpdateState(t, nodeName, nodepoolv1.UpdateStateWorking, "serves payload "+payload.Short(b.Payload.Hash), "not the desired "+payload.Short(a.Payload.Hash))
 	s := &corev1.Secret{}
 	get(t, s, ns, "update-inplace")
-	if s.Data[nodepoolv1.UpdateSecretKey], err = userdata.Render(ps.URL, ps.CA, a.Token); err != nil {
+	pointer, err := userdata.Render(ps.URL, ps.CA, a.Token)
+	if err != nil {
 		t.Fatal(err)
 	}
+	s.Data[nodepoolv1.UpdateSecretKey] = pointer
 	if err := c.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}

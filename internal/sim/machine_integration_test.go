@@ -32,14 +32,7 @@ func TestMachineDeploymentScalesAndReplaces(t *testing.T) {
 	ctx := context.Background()
 	ns := setup(t, simv1.SimMachineSpec{})
 	c := env.Client
-	a, err := ps.CreateBoot(ctx, c, ns, "c1", "workers", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := ps.CreateBoot(ctx, c, ns, "c1", "workers", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := twoBoots(t, ns, "workers")
 	if err := c.Create(ctx, simtest.MachineDeployment(ns, "c1", "workers", "workers", a.UserData, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -289,4 +282,18 @@ func TestKnobs(t *testing.T) {
 		return !get(t, &corev1.Node{}, "", sm.Status.NodeName) && !get(t, &simv1.SimMachine{}, ns, sm.Name),
 			fmt.Sprintf("Node %s or SimMachine %s still exists", sm.Status.NodeName, sm.Name)
 	})
+}
+
+// twoBoots publishes two payloads ("a" and "b") of a pool of cluster c1,
+// each with its token and user-data.
+func twoBoots(t *testing.T, ns, pool string) (a, b *simtest.Boot) {
+	t.Helper()
+	var err error
+	if a, err = ps.CreateBoot(context.Background(), env.Client, ns, "c1", pool, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = ps.CreateBoot(context.Background(), env.Client, ns, "c1", pool, "b"); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
 }

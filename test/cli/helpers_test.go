@@ -201,7 +201,7 @@ func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 		t.Fatal(err)
 	}
 	ms := &clusterv1.MachineList{}
-	if err := st.Env.Client.List(ctx, ms, client.InNamespace(p.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: p.Name}); err != nil {
+	if err := st.Env.Client.List(ctx, ms, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms.Items {
@@ -214,17 +214,8 @@ func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 
 func waitFor(t *testing.T, p *nodepoolv1.NodePool, timeout time.Duration, what string, cond func(state) bool) state {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var s state
-	for time.Now().Before(deadline) {
-		s = observe(t, p)
-		if cond(s) {
-			return s
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; %d machines, status %+v", timeout, what, s.machines.Len(), s.pool.Status)
-	return s
+	return stack.WaitFor(t, timeout, what, func() state { return observe(t, p) }, cond,
+		func(s state) string { return fmt.Sprintf("%d machines, status %+v", s.machines.Len(), s.pool.Status) })
 }
 
 // settled: n machines, all up to date and ready, nothing updating, and

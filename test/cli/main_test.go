@@ -6,10 +6,7 @@
 package cli_test
 
 import (
-	"context"
 	"flag"
-	"fmt"
-	"os"
 	"testing"
 
 	"nodepool.dev/nodepool/test/stack"
@@ -26,26 +23,10 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	var err error
-	if st, err = stack.Start(context.Background()); err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err := st.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the stack:", err)
-		}
-	}()
-	if kubeconfig, err = st.WriteKubeconfig("kubeconfig", "default"); err != nil {
-		return 0, err
-	}
-	return m.Run(), nil
+	stack.Main(m, func(s *stack.Stack) error {
+		st = s
+		var err error
+		kubeconfig, err = st.WriteKubeconfig("kubeconfig", "default")
+		return err
+	}, nil)
 }

@@ -43,6 +43,9 @@ type planScenario struct {
 	inPlace     []string
 	pending     []string
 	goldenTable string
+	// updatedInPlace: the pool is InPlace, so the machines are updated
+	// where they run rather than replaced.
+	updatedInPlace bool
 }
 
 func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
@@ -52,6 +55,16 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			goldenTable: "plan-config",
 			edit: func(_ *testing.T, ns string, _ *nodepoolv1.NodePool) []client.Object {
 				return []client.Object{configMap(ns, "chrony", chrony("ntp.corp.example"))}
+			},
+		},
+		{
+			name: "a user config of an InPlace pool changes", want: cli.PlanNow, initiator: "spec", changed: []string{"user-configs"}, machines: 2, steps: 2,
+			updatedInPlace: true,
+			setup: func(_ string, p *nodepoolv1.NodePool) {
+				p.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
+			},
+			edit: func(_ *testing.T, ns string, _ *nodepoolv1.NodePool) []client.Object {
+				return []client.Object{configMap(ns, "chrony", chrony("inplace.corp.example"))}
 			},
 		},
 		{
@@ -243,6 +256,16 @@ func (sc planScenario) run(t *testing.T) {
 		waitFor(t, np, rolloutTimeout, "the new pool's machines", settled(int(pr.Machines)))
 		checkRecord(t, ns, pr.Pool, pr, 1)
 	case cli.PlanNow:
+		if sc.updatedInPlace {
+			if pr.Strategy != "InPlace" || pr.MaxUnavailable != 1 {
+				t.Errorf("plan strategy %q maxUnavailable %d, want InPlace 1", pr.Strategy, pr.MaxUnavailable)
+			}
+			waitFor(t, p, rolloutTimeout, "every machine updated in place", func(s state) bool {
+				return settled(2)(s) && s.machines.Equal(before.machines) && s.pool.Annotations[nodepoolv1.AnnotationCurrentPayload] != before.pool.Annotations[nodepoolv1.AnnotationCurrentPayload]
+			})
+			checkRecord(t, ns, "workers", pr, len(revs)+1)
+			break
+		}
 		waitFor(t, p, rolloutTimeout, "every machine replaced", func(s state) bool {
 			return settled(2)(s) && s.machines.Intersection(before.machines).Len() == 0
 		})
@@ -321,12 +344,25 @@ func checkRecord(t *testing.T, ns, pool string, pr cli.PlanResult, revision int)
 			e.Initiator, e.Changed, payload.Short(e.RolloutHash), payload.Short(e.PayloadHash),
 			pr.Initiator, changed, payload.Short(pr.RolloutHash), payload.Short(pr.PayloadHash))
 	}
-	md := &clusterv1.MachineDeployment{}
-	if err := st.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pool}, md); err != nil {
-		t.Fatal(err)
+	// The object owning the machines: a MachineDeployment, or the
+	// MachineSet of an InPlace pool.
+	var template *clusterv1.MachineTemplateSpec
+	key := client.ObjectKey{Namespace: ns, Name: pool}
+	if pr.Strategy == "InPlace" {
+		ms := &clusterv1.MachineSet{}
+		if err := st.Env.Client.Get(context.Background(), key, ms); err != nil {
+			t.Fatal(err)
+		}
+		template = &ms.Spec.Template
+	} else {
+		md := &clusterv1.MachineDeployment{}
+		if err := st.Env.Client.Get(context.Background(), key, md); err != nil {
+			t.Fatal(err)
+		}
+		template = &md.Spec.Template
 	}
-	if got, want := ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, ""), payload.UserDataSecretName(pool, pr.RolloutHash); got != want {
-		t.Errorf("the MachineDeployment boots %s; plan predicted rollout hash %s (%s)", got, payload.Short(pr.RolloutHash), want)
+	if got, want := ptr.Deref(template.Spec.Bootstrap.DataSecretName, ""), payload.UserDataSecretName(pool, pr.RolloutHash); got != want {
+		t.Errorf("the machines' template boots %s; plan predicted rollout hash %s (%s)", got, payload.Short(pr.RolloutHash), want)
 	}
 }
 

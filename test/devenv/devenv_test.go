@@ -36,8 +36,12 @@ import (
 	"nodepool.dev/nodepool/internal/k8sbin"
 )
 
-// The sample pool, as config/samples/workers.yaml names it.
-var samplePool = client.ObjectKey{Namespace: "dev", Name: "workers"}
+// The sample pools, as config/samples/workers.yaml and
+// config/samples/inplace/edge.yaml name them.
+var (
+	samplePool  = client.ObjectKey{Namespace: "dev", Name: "workers"}
+	inPlacePool = client.ObjectKey{Namespace: "dev", Name: "edge"}
+)
 
 func TestDevUpRunsTheSamplePoolAndResumesAfterAStop(t *testing.T) {
 	root, err := k8sbin.RepoRoot()
@@ -64,17 +68,20 @@ func TestDevUpRunsTheSamplePoolAndResumesAfterAStop(t *testing.T) {
 	first := startDevUp(t, root, bin, args)
 	c := adminClient(t, dataDir)
 	applySamples(t, c, filepath.Join(root, "config", "samples"))
-	before := waitForReadyPool(t, c, first, 3)
+	applySamples(t, c, filepath.Join(root, "config", "samples", "inplace"))
+	before := waitForReadyPool(t, c, first, samplePool, 3)
+	beforeInPlace := waitForReadyPool(t, c, first, inPlacePool, 2)
 	first.interrupt(t)
 
 	second := startDevUp(t, root, bin, args)
-	if !strings.Contains(second.output(), "resumed: 1 NodePool, 3 Machines") {
+	if !strings.Contains(second.output(), "resumed: 2 NodePools, 5 Machines") {
 		t.Errorf("the second start does not say it resumed:\n%s", second.output())
 	}
 	c = adminClient(t, dataDir)
-	after := waitForReadyPool(t, c, second, 3)
-	if !equal(before, after) {
-		t.Errorf("the machines changed across the restart: before %v, after %v", before, after)
+	after := waitForReadyPool(t, c, second, samplePool, 3)
+	afterInPlace := waitForReadyPool(t, c, second, inPlacePool, 2)
+	if !equal(before, after) || !equal(beforeInPlace, afterInPlace) {
+		t.Errorf("the machines changed across the restart: before %v %v, after %v %v", before, beforeInPlace, after, afterInPlace)
 	}
 	second.interrupt(t)
 }
@@ -220,30 +227,30 @@ func applySamples(t *testing.T, c client.Client, dir string) {
 
 // waitForReadyPool waits until the sample pool is Ready with n machines
 // whose Nodes are ready, and returns the machines' UIDs.
-func waitForReadyPool(t *testing.T, c client.Client, d *devUp, n int) []types.UID {
+func waitForReadyPool(t *testing.T, c client.Client, d *devUp, key client.ObjectKey, n int) []types.UID {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(90 * time.Second)
 	var last string
 	for time.Now().Before(deadline) {
-		uids, state, ok := poolState(ctx, c, n)
+		uids, state, ok := poolState(ctx, c, key, n)
 		if ok {
 			return uids
 		}
 		last = state
 		time.Sleep(300 * time.Millisecond)
 	}
-	t.Fatalf("the sample pool was not Ready with %d nodes within 90s; last: %s\ndev up said:\n%s", n, last, d.output())
+	t.Fatalf("the sample pool %s was not Ready with %d nodes within 90s; last: %s\ndev up said:\n%s", key, n, last, d.output())
 	return nil
 }
 
-func poolState(ctx context.Context, c client.Client, n int) ([]types.UID, string, bool) {
+func poolState(ctx context.Context, c client.Client, key client.ObjectKey, n int) ([]types.UID, string, bool) {
 	pool := &nodepoolv1.NodePool{}
-	if err := c.Get(ctx, samplePool, pool); err != nil {
+	if err := c.Get(ctx, key, pool); err != nil {
 		return nil, err.Error(), false
 	}
 	ms := &clusterv1.MachineList{}
-	if err := c.List(ctx, ms, client.InNamespace(samplePool.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: samplePool.Name}); err != nil {
+	if err := c.List(ctx, ms, client.InNamespace(key.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: key.Name}); err != nil {
 		return nil, err.Error(), false
 	}
 	var uids []types.UID

@@ -20,6 +20,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 const clusterName = "c1"
@@ -179,17 +180,8 @@ func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 // waitFor polls until cond holds for the pool's state.
 func waitFor(t *testing.T, p *nodepoolv1.NodePool, timeout time.Duration, what string, cond func(state) bool) state {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var s state
-	for time.Now().Before(deadline) {
-		s = observe(t, p)
-		if cond(s) {
-			return s
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s; last: %s; conditions: %s", timeout, what, s, conditions(s.pool))
-	return s
+	return stack.WaitFor(t, timeout, what, func() state { return observe(t, p) }, cond,
+		func(s state) string { return s.String() + "; conditions: " + conditions(s.pool) })
 }
 
 // settled: n machines with nodes, all on one payload, Ready, not updating.

@@ -104,15 +104,28 @@ func watchCordons(t *testing.T, p *nodepoolv1.NodePool, stop chan struct{}) <-ch
 				return
 			default:
 			}
-			cordoned := 0
 			nodes, err := listInPlaceNodes(p)
 			if err != nil {
 				continue
 			}
+			// Cordons are counted on one List, a consistent snapshot (the
+			// Gets of listInPlaceNodes are not: a node uncordoned and the
+			// next cordoned between two Gets would count twice).
+			ours := sets.New[string]()
 			for _, n := range nodes {
-				if n.node.Spec.Unschedulable {
+				ours.Insert(n.node.Name)
+			}
+			list := &corev1.NodeList{}
+			if err := env.Client.List(context.Background(), list); err != nil {
+				continue
+			}
+			cordoned := 0
+			for _, n := range list.Items {
+				if ours.Has(n.Name) && n.Spec.Unschedulable {
 					cordoned++
 				}
+			}
+			for _, n := range nodes {
 				if at, ok := finished[n.machine.Name]; ok && (n.phase() != "" || n.updatedAt != at) {
 					twice.Insert(n.machine.Name)
 				}

@@ -6,7 +6,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -27,32 +26,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) (int, error) {
-	var err error
-	if st, err = stack.Start(context.Background()); err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err := st.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the stack:", err)
+	stack.Main(m, func(s *stack.Stack) error {
+		st, env, settings = s, s.Env, s.Settings
+		checker = startReferenceChecker(env)
+		return nil
+	}, func(code int) int {
+		if v := checker.violations(); len(v) > 0 {
+			fmt.Fprintln(os.Stderr, "INVARIANT VIOLATED: Secrets deleted while referenced:", v)
+			return 1
 		}
-	}()
-	env, settings = st.Env, st.Settings
-	checker = startReferenceChecker(env)
-	code := m.Run()
-	if v := checker.violations(); len(v) > 0 {
-		fmt.Fprintln(os.Stderr, "INVARIANT VIOLATED: Secrets deleted while referenced:", v)
-		code = 1
-	}
-	return code, nil
+		return code
+	})
 }
 
 // restartController stops the controller and starts it with new settings

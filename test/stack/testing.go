@@ -1,0 +1,65 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// Main is the TestMain of a suite that runs against the stack: it starts
+// the stack, calls setup with it, runs the tests, calls check with their
+// exit code (check may turn a pass into a failure; nil keeps it), stops the
+// stack and exits.
+func Main(m *testing.M, setup func(*Stack) error, check func(code int) int) {
+	code, err := run(m, setup, check)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M, setup func(*Stack) error, check func(int) int) (int, error) {
+	st, err := Start(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err := st.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the stack:", err)
+		}
+	}()
+	if setup != nil {
+		if err := setup(st); err != nil {
+			return 0, err
+		}
+	}
+	code := m.Run()
+	if check != nil {
+		code = check(code)
+	}
+	return code, nil
+}
+
+// PollInterval is how often WaitFor looks.
+const PollInterval = 300 * time.Millisecond
+
+// WaitFor reads a state until ok holds for it, and returns it; after
+// timeout it fails the test with what it waited for and describe of the
+// last state.
+func WaitFor[S any](t testing.TB, timeout time.Duration, what string, read func() S, ok func(S) bool, describe func(S) string) S {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var s S
+	for time.Now().Before(deadline) {
+		s = read()
+		if ok(s) {
+			return s
+		}
+		time.Sleep(PollInterval)
+	}
+	t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, describe(s))
+	return s
+}
