@@ -203,6 +203,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	if err := r.deleteOwned(ctx, pool); err != nil {
 		return ctrl.Result{}, err
 	}
+	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+		r.deleteUpdateSecret(ctx, pool)
+	}
 	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
 		return ctrl.Result{}, r.Client.Update(ctx, pool)

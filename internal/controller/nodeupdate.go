@@ -20,6 +20,11 @@ import (
 	"nodepool.dev/nodepool/internal/userdata"
 )
 
+// annotationUpdateSecretWritten on an InPlace pool's MachineSet says the
+// update Secret may exist in the workload cluster: set when it is written,
+// cleared once it is deleted after the update.
+const annotationUpdateSecretWritten = "update.nodepool.dev/secret-written"
+
 // updateSecretName names the Secret in the workload cluster from which an
 // InPlace pool's nodes fetch their update: unique per management namespace
 // and pool, since several clusters may share an API server in tests.
@@ -44,14 +49,21 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 		}
 		return fmt.Errorf("reaching the workload cluster to update nodes in place: %w", err)
 	}
-	if plan.UpdateInProgress {
+	written := w.ms != nil && w.ms.Annotations[annotationUpdateSecretWritten] == "true"
+	switch {
+	case plan.UpdateInProgress:
 		if err := r.ensureUpdateSecret(ctx, c, pool, tok); err != nil {
 			return err
 		}
-	} else if plan.Completed != nil {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Settings.NodeUpdateNamespace, Name: updateSecretName(pool)}}
-		if err := c.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting the update Secret %s/%s: %w", s.Namespace, s.Name, err)
+		if err := r.markUpdateSecret(ctx, w, true); err != nil {
+			return err
+		}
+	case plan.Settled && written:
+		if err := deleteUpdateSecret(ctx, c, r.Settings.NodeUpdateNamespace, pool); err != nil {
+			return err
+		}
+		if err := r.markUpdateSecret(ctx, w, false); err != nil {
+			return err
 		}
 	}
 	now := r.now().UTC().Format(time.RFC3339)
@@ -226,4 +238,51 @@ func (r *Reconciler) startsAllowed(ctx context.Context, pool *nodepoolv1.NodePoo
 		}
 	}
 	return max(int(maxUnavailable)-busy, 0), nil
+}
+
+// deleteUpdateSecret deletes the pool's update Secret from the workload
+// cluster: no node needs its token between updates.
+func deleteUpdateSecret(ctx context.Context, c client.Client, namespace string, pool *nodepoolv1.NodePool) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: updateSecretName(pool)}}
+	if err := c.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting the update Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return nil
+}
+
+// deleteUpdateSecret deletes a deleted pool's update Secret, if the
+// workload cluster can still be reached (a Cluster going away takes it
+// along).
+func (r *Reconciler) deleteUpdateSecret(ctx context.Context, pool *nodepoolv1.NodePool) {
+	log := r.log(pool)
+	c, err := r.ClusterCache.GetClient(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName})
+	if err != nil {
+		log.Info("the workload cluster cannot be reached; its update Secret stays", "reason", err.Error())
+		return
+	}
+	if err := deleteUpdateSecret(ctx, c, r.Settings.NodeUpdateNamespace, pool); err != nil {
+		log.Info("the update Secret could not be deleted", "reason", err.Error())
+	}
+}
+
+// markUpdateSecret records on the MachineSet whether the update Secret may
+// exist, so it is deleted once, when the update is over.
+func (r *Reconciler) markUpdateSecret(ctx context.Context, w *world, written bool) error {
+	if w.ms == nil || (w.ms.Annotations[annotationUpdateSecretWritten] == "true") == written {
+		return nil
+	}
+	updated := w.ms.DeepCopy()
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	if written {
+		updated.Annotations[annotationUpdateSecretWritten] = "true"
+	} else {
+		delete(updated.Annotations, annotationUpdateSecretWritten)
+	}
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(w.ms)); err != nil {
+		return fmt.Errorf("marking the update Secret on the MachineSet: %w", err)
+	}
+	w.ms = updated
+	return nil
 }

@@ -34,6 +34,14 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/capi"
 	"nodepool.dev/nodepool/internal/k8sbin"
+
+	// The test builds cmd/nodepool and runs it: importing what it is built
+	// from makes go test's cache notice when any of it changes.
+	_ "nodepool.dev/nodepool/internal/cli"
+	_ "nodepool.dev/nodepool/internal/controller"
+	_ "nodepool.dev/nodepool/internal/devenv"
+	_ "nodepool.dev/nodepool/internal/payloadserver"
+	_ "nodepool.dev/nodepool/internal/sim"
 )
 
 // The sample pools, as config/samples/workers.yaml and

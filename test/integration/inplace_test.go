@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -21,6 +23,7 @@ import (
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // Sim knobs of the node agent (internal/sim): how long an update takes,
@@ -212,6 +215,11 @@ func TestInPlaceOwnerChangeUpdatesEveryNodeWithoutReplacingMachines(t *testing.T
 	if strings.Join(e.Changed, ",") != "user-configs" {
 		t.Errorf("the rollout is recorded with changed components %v", e.Changed)
 	}
+	// The token the agents fetched with leaves the workload cluster.
+	secret := client.ObjectKey{Namespace: "kube-system", Name: "nodepool-update." + p.Namespace + ".workers"}
+	stack.WaitFor(t, 30*time.Second, "the update Secret deleted", func() error {
+		return env.Client.Get(context.Background(), secret, &corev1.Secret{})
+	}, apierrors.IsNotFound, func(err error) string { return fmt.Sprint(err) })
 }
 
 func TestInPlaceManagementOnlyChangeUpdatesNothingAndIsReportedAsDrift(t *testing.T) {
@@ -220,7 +228,7 @@ func TestInPlaceManagementOnlyChangeUpdatesNothingAndIsReportedAsDrift(t *testin
 	setManagementConfig(t, func(string) string {
 		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("9", 64) + "\n"
 	})
-	waitFor(t, p, 30*time.Second, "the drift reported", func(s state) bool {
+	waitFor(t, p, time.Minute, "the drift reported", func(s state) bool {
 		for _, r := range s.pool.Status.PendingManagementChanges {
 			if r.Component == "apiserver-proxy" {
 				return true
@@ -420,4 +428,25 @@ func TestInPlaceRolloutAfterUpdatesEveryNodeInPlaceOnce(t *testing.T) {
 		}
 		return true
 	})
+}
+
+func TestInPlaceVersionChangeUpdatesTheKubeletInPlace(t *testing.T) {
+	p := newInPlacePool(t, 2, 2)
+	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Release.Version = "v1.36.4" })
+	after := waitFor(t, p, rolloutTimeout, "every node on the new version, in place", func(s state) bool {
+		if !settled(2)(s) || s.pool.Status.Version != "v1.36.4" {
+			return false
+		}
+		for _, n := range inPlaceNodes(t, p) {
+			if n.machine.Spec.Version != "v1.36.4" || n.node.Status.NodeInfo.KubeletVersion != "v1.36.4" {
+				return false
+			}
+		}
+		return true
+	})
+	if !after.machines.Equal(before.machines) {
+		t.Error("machines were replaced")
+	}
+	lastRecord(t, p, string(rollout.InitiatorVersion), history.OutcomeComplete)
 }
