@@ -50,13 +50,14 @@ func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // BenchmarkFleetOfPools runs the controller over a fleet of pools with no
-// machines (NODEPOOL_BENCH_POOLS, default 1000) and reports:
+// machines (NODEPOOL_BENCH_POOLS, default 1000; every other one InPlace)
+// and reports:
 //   - the API writes of a full resync of settled pools (a restart of the
 //     controller reconciles every pool): must be 0;
 //   - the time of that full resync;
 //   - after a management bump (the API-server proxy image), the time until
-//     every pool reports the drift, and how many MachineDeployments were
-//     pointed at new user-data (must be 0).
+//     every pool reports the drift, and how many MachineDeployments (or
+//     InPlace MachineSets) were pointed at new user-data (must be 0).
 func BenchmarkFleetOfPools(b *testing.B) {
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv("NODEPOOL_BENCH_POOLS")); err == nil && v > 0 {
@@ -129,14 +130,18 @@ func BenchmarkFleetOfPools(b *testing.B) {
 
 	t0 := time.Now()
 	for i := range n {
-		must(c.Create(ctx, &nodepoolv1.NodePool{
+		p := &nodepoolv1.NodePool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pool-%04d", i)},
 			Spec: nodepoolv1.NodePoolSpec{
 				ClusterName: "c1", Replicas: ptr.To[int32](0), Release: nodepoolv1.Release{Version: "v1.36.3"},
 				Config:                    []nodepoolv1.LocalObjectReference{{Name: "chrony"}},
 				InfrastructureTemplateRef: nodepoolv1.TemplateReference{APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: "small"},
 			},
-		}))
+		}
+		if i%2 == 1 {
+			p.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
+		}
+		must(c.Create(ctx, p))
 	}
 	waitAll(b, c, ns, n, "every pool settled", func(p *nodepoolv1.NodePool) bool {
 		return p.Annotations[nodepoolv1.AnnotationCurrentPayload] != "" && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) &&
@@ -219,6 +224,15 @@ func dataSecretNames(b *testing.B, c client.Client, ns string) map[string]string
 	out := map[string]string{}
 	for _, md := range list.Items {
 		out[md.Name] = ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "")
+	}
+	sets := &clusterv1.MachineSetList{}
+	if err := c.List(context.Background(), sets, client.InNamespace(ns), client.HasLabels{nodepoolv1.LabelPool}); err != nil {
+		b.Fatal(err)
+	}
+	for _, ms := range sets.Items {
+		if _, md := ms.Labels[clusterv1.MachineDeploymentNameLabel]; !md {
+			out[ms.Name] = ptr.Deref(ms.Spec.Template.Spec.Bootstrap.DataSecretName, "") // an InPlace pool's
+		}
 	}
 	return out
 }
