@@ -62,8 +62,8 @@ type demo struct {
 
 // Demo plays the narrated scenario against a running dev environment: a
 // pool of 3, platform drift that replaces nothing, a scale-up that matches
-// the running nodes, an owner change that rolls, a forced restart, and the
-// rollout history.
+// the running nodes, an owner change that rolls, a forced restart, the
+// rollout history, and an InPlace pool updated without replacing machines.
 func Demo(ctx context.Context, o DemoOptions, in io.Reader, out io.Writer) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -91,14 +91,14 @@ func Demo(ctx context.Context, o DemoOptions, in io.Reader, out io.Writer) error
 		return fmt.Errorf("the dev environment at %s does not answer (%v): is `make dev` running?", cfg.Host, err)
 	}
 	fmt.Fprintf(out, "nodepool demo: a NodePool %s on Cluster %s/%s (simulated machines), API server %s\n", o.Pool, o.Namespace, o.Cluster, cfg.Host)
-	for _, step := range []func(context.Context) error{d.reset, d.create, d.drift, d.scale, d.change, d.restart, d.history} {
+	for _, step := range []func(context.Context) error{d.reset, d.create, d.drift, d.scale, d.change, d.restart, d.history, d.inPlace} {
 		if err := step(ctx); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "\nThat was the tour. The pool stays: `kubectl -n %s get nodepool %s -o yaml` shows it, `kubectl nodepool rollout history %s -n %s`\n"+
-		"(bin/kubectl-nodepool on your PATH) its history, `kubectl -n %s delete nodepool %s` removes it.\n",
-		o.Namespace, o.Pool, o.Pool, o.Namespace, o.Namespace, o.Pool)
+	fmt.Fprintf(out, "\nThat was the tour. The pools stay: `kubectl -n %s get nodepools` lists them, `kubectl nodepool rollout history %s -n %s`\n"+
+		"(bin/kubectl-nodepool on your PATH) shows a history, `kubectl -n %s delete nodepool %s %s` removes them.\n",
+		o.Namespace, o.Pool, o.Namespace, o.Namespace, o.Pool, o.Pool+"-edge")
 	return nil
 }
 
@@ -136,8 +136,92 @@ func (d *demo) reset(ctx context.Context) error {
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
+	edge := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: d.o.Namespace, Name: d.edgePool()}}
+	if err := d.c.Delete(ctx, edge); client.IgnoreNotFound(err) != nil {
+		return err
+	} else if err == nil {
+		fmt.Fprintf(d.out, "   (deleting the NodePool %s of an earlier run and waiting for its machines to go)\n", edge.Name)
+		if _, err := d.waitForPool(ctx, client.ObjectKeyFromObject(edge), "the earlier InPlace pool to be gone", func(s poolState, err error) bool {
+			return apierrors.IsNotFound(err)
+		}); err != nil {
+			return err
+		}
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: d.o.Namespace, Name: d.config}}
 	return d.setConfig(ctx, cm, "time.example.com")
+}
+
+// edgePool names the demo's InPlace pool.
+func (d *demo) edgePool() string { return d.o.Pool + "-edge" }
+
+// inPlace creates an InPlace pool of 2 with its own config, changes the
+// config and shows the same machines updated where they run, one node at
+// a time.
+func (d *demo) inPlace(ctx context.Context) error {
+	key := client.ObjectKey{Namespace: d.o.Namespace, Name: d.edgePool()}
+	config := key.Name + "-chrony"
+	d.begin("An InPlace pool: the same decision, applied without replacing machines",
+		fmt.Sprintf("NodePool %s: replicas 2, upgradeType InPlace, inPlace.maxUnavailable 1, config [%s]", key.Name, config),
+		fmt.Sprintf("then ConfigMap %s: server time.example.com → ntp.example.com", config))
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: d.o.Namespace, Name: config}}
+	if err := d.setConfig(ctx, cm, "time.example.com"); err != nil {
+		return err
+	}
+	pool := &nodepoolv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		Spec: nodepoolv1.NodePoolSpec{
+			ClusterName: d.o.Cluster,
+			Replicas:    ptr.To[int32](2),
+			Release:     nodepoolv1.Release{Version: "v1.36.3"},
+			Config:      []nodepoolv1.LocalObjectReference{{Name: config}},
+			InfrastructureTemplateRef: nodepoolv1.TemplateReference{
+				APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: d.o.Template,
+			},
+			Management: nodepoolv1.Management{UpgradeType: nodepoolv1.UpgradeTypeInPlace},
+		},
+	}
+	if err := d.c.Create(ctx, pool); err != nil {
+		return fmt.Errorf("creating the InPlace NodePool: %w", err)
+	}
+	before, err := d.waitForPool(ctx, key, "2 ready nodes on one payload", func(s poolState, err error) bool {
+		return err == nil && s.settled(2)
+	})
+	if err != nil {
+		return err
+	}
+	d.say("%d machines on %s; now the owner changes the config.", len(before.machines), before.onlyPayload())
+	if err := d.setConfig(ctx, cm, "ntp.example.com"); err != nil {
+		return err
+	}
+	start, last := time.Now(), ""
+	s, err := d.waitForPool(ctx, key, "every node updated in place", func(s poolState, err error) bool {
+		if err != nil {
+			return false
+		}
+		var nodes []string
+		for _, m := range s.machines {
+			what := m.payload
+			if m.phase != "" {
+				what = strings.ToLower(m.phase)
+			}
+			if m.cordoned {
+				what += " (cordoned)"
+			}
+			nodes = append(nodes, fmt.Sprintf("%s %s", m.node, what))
+		}
+		line := fmt.Sprintf("same machines %d/%d  %s", s.countIn(before.uids()), len(before.machines), strings.Join(nodes, ", "))
+		if line != last {
+			d.say("%6.1fs  %s", time.Since(start).Seconds(), line)
+			last = line
+		}
+		return s.countIn(before.uids()) == len(before.machines) && s.settled(2) && s.onlyPayload() != before.onlyPayload()
+	})
+	if err != nil {
+		return err
+	}
+	d.say("done in %s: the same %d machines, every node on %s. Each was cordoned, drained through the", time.Since(start).Round(time.Second), len(s.machines), s.onlyPayload())
+	d.say("Eviction API, updated by its node agent (the sim) and uncordoned, one at a time; see README, node update protocol.")
+	return nil
 }
 
 // chrony is an Ignition fragment writing /etc/chrony.conf.
@@ -410,9 +494,14 @@ func (d *demo) update(ctx context.Context, change func(*nodepoolv1.NodePool)) er
 
 // waitFor polls the pool until done says so, or the step times out.
 func (d *demo) waitFor(ctx context.Context, what string, done func(poolState, error) bool) (poolState, error) {
+	return d.waitForPool(ctx, d.key, what, done)
+}
+
+// waitForPool is waitFor for any pool.
+func (d *demo) waitForPool(ctx context.Context, key client.ObjectKey, what string, done func(poolState, error) bool) (poolState, error) {
 	deadline := time.Now().Add(d.o.StepTimeout)
 	for {
-		s, err := observePool(ctx, d.c, d.key)
+		s, err := observePool(ctx, d.c, key)
 		if done(s, err) {
 			return s, nil
 		}

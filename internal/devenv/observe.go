@@ -24,6 +24,10 @@ type machine struct {
 	node    string
 	ready   bool
 	payload string // the Node's nodepool.dev/payload label
+	// cordoned and phase: the Node's spec.unschedulable and in-place
+	// update phase (InPlace pools).
+	cordoned bool
+	phase    string
 }
 
 // poolState is what a pool's machines and nodes are, as Cluster API and
@@ -40,7 +44,7 @@ func observePool(ctx context.Context, c client.Client, key client.ObjectKey) (po
 		return s, err
 	}
 	ms := &clusterv1.MachineList{}
-	if err := c.List(ctx, ms, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: key.Name}); err != nil {
+	if err := c.List(ctx, ms, client.InNamespace(key.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: key.Name}); err != nil {
 		return s, err
 	}
 	for _, m := range ms.Items {
@@ -53,6 +57,7 @@ func observePool(ctx context.Context, c client.Client, key client.ObjectKey) (po
 			if err := c.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, n); err == nil {
 				mm.node = n.Name
 				mm.payload = n.Labels[nodepoolv1.LabelPayload]
+				mm.cordoned, mm.phase = n.Spec.Unschedulable, n.Annotations[nodepoolv1.AnnotationUpdatePhase]
 				for _, cond := range n.Status.Conditions {
 					if cond.Type == corev1.NodeReady {
 						mm.ready = cond.Status == corev1.ConditionTrue
