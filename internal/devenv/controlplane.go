@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"nodepool.dev/nodepool/internal/pki"
 )
 
 // Names in the kubeconfig the dev environment writes.
@@ -230,7 +232,7 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(path, b)
+	return pki.WriteFileAtomic(path, b)
 }
 
 // portFree reports whether a TCP port on loopback can be bound.

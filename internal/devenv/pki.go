@@ -9,11 +9,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"nodepool.dev/nodepool/internal/pki"
 )
 
 // Validity of what the dev environment generates. Authorities and the
@@ -56,7 +56,7 @@ func loadOrCreateCA(dir, name, commonName string) (*authority, error) {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
+		SerialNumber:          pki.Serial(),
 		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(caValidity),
@@ -73,10 +73,10 @@ func loadOrCreateCA(dir, name, commonName string) (*authority, error) {
 		return nil, err
 	}
 	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := writeFile(keyPath, keyPEM); err != nil {
+	if err := pki.WriteFileAtomic(keyPath, keyPEM); err != nil {
 		return nil, err
 	}
-	if err := writeFile(certPath, certPEM); err != nil {
+	if err := pki.WriteFileAtomic(certPath, certPEM); err != nil {
 		return nil, err
 	}
 	return parseAuthority(certPEM, keyPEM)
@@ -107,38 +107,18 @@ type leaf struct {
 	client bool
 }
 
-// issue returns a new certificate and key, PEM-encoded.
+// issue returns a new certificate and key, PEM-encoded (the key in SEC 1
+// form, which kube-apiserver reads).
 func (ca *authority) issue(l leaf) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: l.commonName, Organization: l.organizations},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(leafValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	if l.client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	for _, h := range l.hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	certPEM, key, err := pki.Sign(ca.cert, ca.key, pki.Leaf{CommonName: l.commonName, Organizations: l.organizations,
+		Hosts: l.hosts, Client: l.client, Validity: leafValidity})
 	if err != nil {
 		return nil, nil, err
 	}
 	if keyPEM, err = encodeKey(key); err != nil {
 		return nil, nil, err
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+	return certPEM, keyPEM, nil
 }
 
 // issueFiles issues a certificate and writes it and its key to
@@ -149,10 +129,10 @@ func (ca *authority) issueFiles(dir, name string, l leaf) (certFile, keyFile str
 		return "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := writeFile(keyFile, k); err != nil {
+	if err := pki.WriteFileAtomic(keyFile, k); err != nil {
 		return "", "", err
 	}
-	if err := writeFile(certFile, c); err != nil {
+	if err := pki.WriteFileAtomic(certFile, c); err != nil {
 		return "", "", err
 	}
 	return certFile, keyFile, nil
@@ -177,7 +157,7 @@ func loadOrCreateKey(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return path, writeFile(path, b)
+	return path, pki.WriteFileAtomic(path, b)
 }
 
 // encodeKey writes an EC key in SEC 1 form ("EC PRIVATE KEY"), which
@@ -196,34 +176,4 @@ func parseKey(b []byte) (*ecdsa.PrivateKey, error) {
 		return nil, errors.New("no PEM EC private key")
 	}
 	return x509.ParseECPrivateKey(kb.Bytes)
-}
-
-// writeFile replaces path atomically with b, readable by the owner only,
-// so a watcher (the payload server's certificate watcher) never reads half
-// a file.
-func writeFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand does not fail
-	}
-	return n
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"testing"
+
+	"nodepool.dev/nodepool/internal/pki"
 )
 
 func TestTheCAIsKeptAcrossRestartsAndSignsWhatItIssues(t *testing.T) {
@@ -46,7 +48,7 @@ func TestTheCAIsKeptAcrossRestartsAndSignsWhatItIssues(t *testing.T) {
 
 func TestAHalfWrittenCAIsRefusedWithAWayOut(t *testing.T) {
 	dir := t.TempDir()
-	if err := writeFile(dir+"/ca.crt", []byte("not a certificate")); err != nil {
+	if err := pki.WriteFileAtomic(dir+"/ca.crt", []byte("not a certificate")); err != nil {
 		t.Fatal(err)
 	}
 	_, err := loadOrCreateCA(dir, "ca", "test CA")
