@@ -32,11 +32,11 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
 		RunE: func(cmd *cobra.Command, args []string) error {
 			when, what := o.now().UTC().Truncate(time.Second), "restarted"
 			if at != "" {
-				t, err := time.Parse(time.RFC3339, at)
+				t, err := timeFlag("at", at)
 				if err != nil {
-					return fmt.Errorf("--at %q is not an RFC3339 time such as 2026-12-01T02:00:00Z", at)
+					return err
 				}
-				when = t.UTC().Truncate(time.Second)
+				when = t
 			}
 			ctx := cmd.Context()
 			c, pool, err := o.getPool(ctx, args[0])
@@ -79,11 +79,11 @@ UpdatingConfig and UpdatingVersion conditions say what waits.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			value := "true"
 			if until != "" {
-				t, err := time.Parse(time.RFC3339, until)
+				t, err := timeFlag("until", until)
 				if err != nil {
-					return fmt.Errorf("--until %q is not an RFC3339 time such as 2026-12-01T02:00:00Z", until)
+					return err
 				}
-				value = t.UTC().Format(time.RFC3339)
+				value = t.Format(time.RFC3339)
 			}
 			ctx := cmd.Context()
 			c, pool, err := o.getPool(ctx, args[0])
@@ -222,4 +222,14 @@ func (o *Options) done(pool *nodepoolv1.NodePool, format string, args ...any) er
 	}
 	_, err := fmt.Fprintf(o.out(), format, args...)
 	return err
+}
+
+// timeFlag parses the value of a time flag: RFC3339, in UTC, to the second
+// (the resolution of the API's times).
+func timeFlag(name, value string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, value)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--%s %q is not an RFC3339 time such as 2026-12-01T02:00:00Z", name, value)
+	}
+	return t.UTC().Truncate(time.Second), nil
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -44,7 +45,7 @@ func (r *Reconciler) observeInPlace(ctx context.Context, pool *nodepoolv1.NodePo
 			continue
 		}
 		a := n.Annotations
-		im.Node, im.Ready, im.Unschedulable = n.Name, nodeReady(n), n.Spec.Unschedulable
+		im.Node, im.Unschedulable = n.Name, n.Spec.Unschedulable
 		im.Phase, im.WasUnschedulable = a[nodepoolv1.AnnotationUpdatePhase], a[nodepoolv1.AnnotationWasUnschedulable] == "true"
 		if t, err := time.Parse(time.RFC3339, a[nodepoolv1.AnnotationUpdateStartedAt]); err == nil {
 			im.StartedAt = t
@@ -104,8 +105,7 @@ func (r *Reconciler) drainStep(ctx context.Context, pool *nodepoolv1.NodePool, n
 // (it names the PodDisruptionBudget).
 func disruptionMessage(err error) string {
 	var status apierrors.APIStatus
-	if s, ok := err.(apierrors.APIStatus); ok {
-		status = s
+	if errors.As(err, &status) {
 		if d := status.Status().Details; d != nil {
 			for _, c := range d.Causes {
 				if c.Type == policyv1.DisruptionBudgetCause {

@@ -31,8 +31,8 @@ type InPlaceMachine struct {
 	// Machine is the Machine's name.
 	Machine string
 	// DataSecretName and Version are what the machine runs: its Machine's
-	// spec.bootstrap.dataSecretName and spec.version, advanced by the
-	// controller when its node finishes an update.
+	// user-data annotation (AnnotationMachineUserData) and spec.version,
+	// advanced by the controller when its node finishes an update.
 	DataSecretName string
 	Version        string
 	// UpdatedAt is when its node last finished an in-place update, or when
@@ -40,8 +40,7 @@ type InPlaceMachine struct {
 	UpdatedAt time.Time
 	// Node is its Node's name, "" while it has none (booting) or the
 	// workload cluster cannot be read.
-	Node  string
-	Ready bool
+	Node string
 	// Unschedulable is the Node's spec.unschedulable.
 	Unschedulable bool
 	// Phase, StartedAt and WasUnschedulable are the controller's progress
@@ -85,12 +84,6 @@ type NodeAction struct {
 	// Cordoned says the Node is unschedulable already (StepStart).
 	Cordoned bool
 }
-
-// Condition reasons of InPlace updates.
-const (
-	reasonNodeUpdateDegraded = nodepoolv1.ReasonNodeUpdateDegraded
-	reasonDrainBlocked       = nodepoolv1.ReasonDrainBlocked
-)
 
 // planInPlace moves the nodes of an InPlace pool towards the target, never
 // more than MaxUnavailable at once: each due node is cordoned and drained,
@@ -199,10 +192,10 @@ func explainInPlace(degraded, blocked, waiting []string, p *Plan) {
 	reason, parts := "", []string(nil)
 	switch {
 	case len(degraded) > 0:
-		reason = reasonNodeUpdateDegraded
+		reason = nodepoolv1.ReasonNodeUpdateDegraded
 		parts = append(parts, "the update is stopped: "+strings.Join(degraded, "; ")+"; no other node is touched until it recovers")
 	case len(blocked) > 0:
-		reason = reasonDrainBlocked
+		reason = nodepoolv1.ReasonDrainBlocked
 		parts = append(parts, strings.Join(blocked, "; "))
 	}
 	if len(waiting) > 0 && len(degraded) == 0 {

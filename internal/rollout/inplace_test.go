@@ -18,7 +18,7 @@ func TestInPlaceUpdates(t *testing.T) {
 	target := &UserData{Name: newUD, RolloutHash: "new", Version: "v1.36.3", PayloadHash: "p-new"}
 	tokenName := payload.TokenSecretName("workers", "new")
 	machine := func(name string, mod ...func(*InPlaceMachine)) InPlaceMachine {
-		m := InPlaceMachine{Machine: name, Node: name + "-node", Ready: true, DataSecretName: oldUD, Version: "v1.36.3", UpdatedAt: t0.Add(-time.Hour)}
+		m := InPlaceMachine{Machine: name, Node: name + "-node", DataSecretName: oldUD, Version: "v1.36.3", UpdatedAt: t0.Add(-time.Hour)}
 		for _, f := range mod {
 			f(&m)
 		}
@@ -135,7 +135,7 @@ func inPlaceSettled(t *testing.T, w *inputstest.World) Input {
 	ud := in.MachineDeployment.DataSecretName
 	in.InPlace = &InPlace{MaxUnavailable: 1}
 	for _, name := range []string{"m1", "m2", "m3"} {
-		in.InPlace.Machines = append(in.InPlace.Machines, InPlaceMachine{Machine: name, Node: name, Ready: true,
+		in.InPlace.Machines = append(in.InPlace.Machines, InPlaceMachine{Machine: name, Node: name,
 			DataSecretName: ud, Version: in.MachineDeployment.Version, UpdatedAt: t0.Add(-time.Hour),
 			Current: in.Latest.Hash, State: nodepoolv1.UpdateStateDone})
 	}

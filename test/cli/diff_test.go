@@ -10,11 +10,12 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/cli"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 func TestDiffShowsWhatANewNodeWouldBootAndRedactsSecrets(t *testing.T) {
 	ns := newNamespace(t)
-	mustCreate(t, pullSecret(ns, "pull", "robot:first-password"))
+	mustCreate(t, stack.PullSecret(ns, "pull", "robot:first-password"))
 	p := newPool(t, ns, "workers", 1, func(p *nodepoolv1.NodePool) {
 		p.Spec.PullSecretRef = &nodepoolv1.LocalObjectReference{Name: "pull"}
 	})
@@ -24,7 +25,7 @@ func TestDiffShowsWhatANewNodeWouldBootAndRedactsSecrets(t *testing.T) {
 	// The platform bumps the API-server proxy (pinned: new nodes keep the
 	// running one) and the pull secret rotates (fresh: new nodes get it).
 	setProxyImage(t, "d")
-	update(t, pullSecret(ns, "pull", ""), func(s *corev1.Secret) {
+	update(t, stack.PullSecret(ns, "pull", ""), func(s *corev1.Secret) {
 		s.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths":{"registry.example":{"auth":"` + base64.StdEncoding.EncodeToString([]byte("robot:second-password")) + `"}}}`)
 	})
 	waitFor(t, p, 30*time.Second, "drift of both reported", func(s state) bool {

@@ -10,11 +10,12 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/cli"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 func TestFleetListsPendingDriftByComponentWithItsAge(t *testing.T) {
 	ns := newNamespace(t)
-	mustCreate(t, pullSecret(ns, "pull", "robot:one"))
+	mustCreate(t, stack.PullSecret(ns, "pull", "robot:one"))
 	beta := newPool(t, ns, "beta", 1, func(p *nodepoolv1.NodePool) {
 		p.Spec.PullSecretRef = &nodepoolv1.LocalObjectReference{Name: "pull"}
 	})
@@ -22,7 +23,7 @@ func TestFleetListsPendingDriftByComponentWithItsAge(t *testing.T) {
 	setProxyImage(t, "f")
 	waitFor(t, beta, 30*time.Second, "beta's drift", hasDrift("apiserver-proxy"))
 	time.Sleep(1100 * time.Millisecond) // the two drifts have different ages
-	update(t, pullSecret(ns, "pull", ""), func(s *corev1.Secret) { s.Data = pullSecret(ns, "pull", "robot:two").Data })
+	update(t, stack.PullSecret(ns, "pull", ""), func(s *corev1.Secret) { s.Data = stack.PullSecret(ns, "pull", "robot:two").Data })
 	waitFor(t, beta, 30*time.Second, "beta's second drift", hasDrift("pull-secret"))
 	alpha := newPool(t, ns, "alpha", 1, nil)
 	waitFor(t, alpha, rolloutTimeout, "alpha ready", settled(1))

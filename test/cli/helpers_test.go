@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -95,7 +94,7 @@ func newNamespace(t *testing.T) string {
 	if err := stack.CreateTemplate(ctx, st.Env.Client, ns, "small"); err != nil {
 		t.Fatal(err)
 	}
-	mustCreate(t, configMap(ns, "chrony", chrony("time.corp.example")))
+	mustCreate(t, stack.ConfigMap(ns, "chrony", stack.Chrony("time.corp.example")))
 	return ns
 }
 
@@ -121,34 +120,6 @@ func poolSpec(ns, name string, n int32) *nodepoolv1.NodePool {
 			Config:                    []nodepoolv1.LocalObjectReference{{Name: "chrony"}},
 			InfrastructureTemplateRef: stack.TemplateRef("small"),
 		},
-	}
-}
-
-func chrony(server string) string {
-	return fmt.Sprintf(`ignition: {version: 3.4.0}
-storage:
-  files:
-    - path: /etc/chrony.conf
-      mode: 0644
-      contents: {source: "data:,server%%20%s%%20iburst%%0A"}
-`, server)
-}
-
-func configMap(ns, name, config string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Data:       map[string]string{inputs.ConfigKey: config},
-	}
-}
-
-func pullSecret(ns, name, auth string) *corev1.Secret {
-	return &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(
-			`{"auths":{"registry.example":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(auth)) + `"}}}`)},
 	}
 }
 

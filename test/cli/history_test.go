@@ -12,6 +12,7 @@ import (
 	"nodepool.dev/nodepool/internal/cli"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // revisionsOf waits until the pool has n revisions, the newest complete.
@@ -58,7 +59,7 @@ func TestRolloutHistoryListsEveryRolloutAndShowsOne(t *testing.T) {
 
 func TestRolloutUndoRestoresTheSpecAndRefusesChangedSources(t *testing.T) {
 	ns := newNamespace(t)
-	mustCreate(t, configMap(ns, "chrony-2", chrony("ntp2.corp.example")))
+	mustCreate(t, stack.ConfigMap(ns, "chrony-2", stack.Chrony("ntp2.corp.example")))
 	p := newPool(t, ns, "workers", 1, nil)
 	waitFor(t, p, rolloutTimeout, "1 ready machine", settled(1))
 	update(t, p, func(p *nodepoolv1.NodePool) {
@@ -83,10 +84,10 @@ func TestRolloutUndoRestoresTheSpecAndRefusesChangedSources(t *testing.T) {
 
 	// chrony-2 changes and chrony goes away: going to revision 2 is refused,
 	// naming the ConfigMap, unless forced.
-	update(t, configMap(ns, "chrony-2", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony("ntp3.corp.example") })
+	update(t, stack.ConfigMap(ns, "chrony-2", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("ntp3.corp.example") })
 	r := fails(t, ns, cli.ExitFailure, "rollout", "undo", "workers", "--to-revision", "2")
 	golden(t, "undo-refused", r.err, ns)
-	if err := st.Env.Client.Delete(context.Background(), configMap(ns, "chrony", "")); err != nil {
+	if err := st.Env.Client.Delete(context.Background(), stack.ConfigMap(ns, "chrony", "")); err != nil {
 		t.Fatal(err)
 	}
 	r = fails(t, ns, cli.ExitFailure, "rollout", "undo", "workers", "--to-revision", "1")

@@ -54,7 +54,7 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			name: "a user config changes", want: cli.PlanNow, initiator: "spec", changed: []string{"user-configs"}, machines: 2, steps: 2,
 			goldenTable: "plan-config",
 			edit: func(_ *testing.T, ns string, _ *nodepoolv1.NodePool) []client.Object {
-				return []client.Object{configMap(ns, "chrony", chrony("ntp.corp.example"))}
+				return []client.Object{stack.ConfigMap(ns, "chrony", stack.Chrony("ntp.corp.example"))}
 			},
 		},
 		{
@@ -64,7 +64,7 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 				p.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
 			},
 			edit: func(_ *testing.T, ns string, _ *nodepoolv1.NodePool) []client.Object {
-				return []client.Object{configMap(ns, "chrony", chrony("inplace.corp.example"))}
+				return []client.Object{stack.ConfigMap(ns, "chrony", stack.Chrony("inplace.corp.example"))}
 			},
 		},
 		{
@@ -112,7 +112,7 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 				p.Spec.PullSecretRef = &nodepoolv1.LocalObjectReference{Name: "pull"}
 			},
 			edit: func(_ *testing.T, ns string, _ *nodepoolv1.NodePool) []client.Object {
-				return []client.Object{pullSecret(ns, "pull", "robot:rotated")}
+				return []client.Object{stack.PullSecret(ns, "pull", "robot:rotated")}
 			},
 		},
 		{
@@ -136,7 +136,7 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			goldenTable: "plan-paused",
 			edit: func(_ *testing.T, ns string, p *nodepoolv1.NodePool) []client.Object {
 				p.Spec.Management.PausedUntil = "true"
-				return []client.Object{p, configMap(ns, "chrony", chrony("paused.corp.example"))}
+				return []client.Object{p, stack.ConfigMap(ns, "chrony", stack.Chrony("paused.corp.example"))}
 			},
 		},
 		{
@@ -156,7 +156,7 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 		{
 			name: "a user config becomes invalid", want: cli.PlanInvalid,
 			edit: func(_ *testing.T, ns string, _ *nodepoolv1.NodePool) []client.Object {
-				return []client.Object{configMap(ns, "chrony", "ignition: {version: 9.9.9}\n")}
+				return []client.Object{stack.ConfigMap(ns, "chrony", "ignition: {version: 9.9.9}\n")}
 			},
 		},
 		{
@@ -186,7 +186,7 @@ func managementConfig(digestChar string) *corev1.ConfigMap {
 func (sc planScenario) run(t *testing.T) {
 	ns := newNamespace(t)
 	if sc.setup != nil {
-		mustCreate(t, pullSecret(ns, "pull", "robot:initial"))
+		mustCreate(t, stack.PullSecret(ns, "pull", "robot:initial"))
 	}
 	p := newPool(t, ns, "workers", 2, func(p *nodepoolv1.NodePool) {
 		if sc.setup != nil {

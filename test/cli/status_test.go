@@ -12,6 +12,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/cli"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 func TestRolloutStatusWaitsForANewPoolAndAnOwnerChange(t *testing.T) {
@@ -26,7 +27,7 @@ func TestRolloutStatusWaitsForANewPoolAndAnOwnerChange(t *testing.T) {
 	before := observe(t, p)
 
 	// An owner change: status follows the rollout to its end.
-	update(t, configMap(ns, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony("ntp.corp.example") })
+	update(t, stack.ConfigMap(ns, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("ntp.corp.example") })
 	waitFor(t, p, 20*time.Second, "the rollout started", func(s state) bool { return s.pool.Status.Updating != "" })
 	out = ok(t, ns, "rollout", "status", "workers", "--timeout", "2m")
 	if !strings.Contains(out, "RollingOut") || !strings.Contains(out, "successfully rolled out") {
@@ -51,7 +52,7 @@ func TestRolloutStatusFailsStallsAndTimesOut(t *testing.T) {
 
 	// Paused with a pending change: only a person ends it.
 	ok(t, ns, "rollout", "pause", "workers")
-	update(t, configMap(ns, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony("paused.corp.example") })
+	update(t, stack.ConfigMap(ns, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("paused.corp.example") })
 	waitFor(t, p, 20*time.Second, "the pause reported", func(s state) bool {
 		return s.pool.Status.ObservedGeneration == s.pool.Generation && strings.Contains(conditionMessage(s.pool, nodepoolv1.ConditionUpdatingConfig), "paused")
 	})
@@ -64,7 +65,7 @@ func TestRolloutStatusFailsStallsAndTimesOut(t *testing.T) {
 	ok(t, ns, "rollout", "status", "workers", "--timeout", "2m")
 
 	// Invalid inputs: the rollout cannot proceed.
-	update(t, configMap(ns, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = "ignition: {version: 9.9.9}\n" })
+	update(t, stack.ConfigMap(ns, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = "ignition: {version: 9.9.9}\n" })
 	waitFor(t, p, 20*time.Second, "the invalid config reported", func(s state) bool {
 		return conditionStatus(s.pool, nodepoolv1.ConditionValidMachineConfig) == "False"
 	})

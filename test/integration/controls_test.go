@@ -14,6 +14,7 @@ import (
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // historyOf returns the pool's rollout records, oldest first.
@@ -90,7 +91,7 @@ func TestAPausedPoolStartsNothingAndCatchesUpWhenThePauseEnds(t *testing.T) {
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
 	until := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
 	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = until.Format(time.RFC3339) })
-	update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony("paused.corp.example") })
+	update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("paused.corp.example") })
 	at := metav1.NewTime(time.Now().Add(-time.Second).Truncate(time.Second))
 	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
 	waitFor(t, p, 10*time.Second, "the pause reported", func(s state) bool {

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"sort"
 	"strings"
@@ -40,7 +39,7 @@ func newPoolWith(t *testing.T, name string, n int32, edit func(ns string, p *nod
 	ns := env.NewNamespace(t)
 	createCluster(t, ns, clusterName)
 	createTemplate(t, ns, "small")
-	mustCreate(t, configMap(ns, "chrony", chrony("time.corp.example")))
+	mustCreate(t, stack.ConfigMap(ns, "chrony", stack.Chrony("time.corp.example")))
 	p := &nodepoolv1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: nodepoolv1.NodePoolSpec{
@@ -58,29 +57,6 @@ func newPoolWith(t *testing.T, name string, n int32, edit func(ns string, p *nod
 		t.Fatal(err)
 	}
 	return p
-}
-
-func pullSecret(ns, name, auth string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(
-			`{"auths":{"registry.example":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(auth)) + `"}}}`)},
-	}
-}
-
-func chrony(server string) string {
-	return fmt.Sprintf(`ignition: {version: 3.4.0}
-storage:
-  files:
-    - path: /etc/chrony.conf
-      mode: 0644
-      contents: {source: "data:,server%%20%s%%20iburst%%0A"}
-`, server)
-}
-
-func configMap(ns, name, config string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{inputs.ConfigKey: config}}
 }
 
 func mustCreate(t *testing.T, o client.Object) {

@@ -91,19 +91,26 @@ func listInPlaceNodes(p *nodepoolv1.NodePool) ([]inPlaceNode, error) {
 	return out, nil
 }
 
+// cordons is what watchCordons saw: the most Nodes cordoned at once, and
+// the machines updated again after they finished.
+type cordons struct {
+	most  int
+	twice []string
+}
+
 // watchCordons samples the pool's Nodes until stop is closed (or the test
 // ends) and returns the most Nodes seen cordoned at once, and every node
 // that was seen in an update phase again after it was recorded finished
 // (a second update).
-func watchCordons(t *testing.T, p *nodepoolv1.NodePool, stop chan struct{}) <-chan [2]any {
-	out := make(chan [2]any, 1)
+func watchCordons(t *testing.T, p *nodepoolv1.NodePool, stop chan struct{}) <-chan cordons {
+	out := make(chan cordons, 1)
 	t.Cleanup(func() { stopOnce(stop) })
 	go func() {
 		most, finished, twice := 0, map[string]string{}, sets.New[string]()
 		for {
 			select {
 			case <-stop:
-				out <- [2]any{most, sets.List(twice)}
+				out <- cordons{most: most, twice: sets.List(twice)}
 				return
 			default:
 			}
@@ -176,7 +183,7 @@ func all(int) bool { return true }
 
 func changeChrony(t *testing.T, p *nodepoolv1.NodePool, server string) {
 	t.Helper()
-	update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony(server) })
+	update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony(server) })
 }
 
 func TestInPlaceOwnerChangeUpdatesEveryNodeWithoutReplacingMachines(t *testing.T) {
@@ -192,7 +199,7 @@ func TestInPlaceOwnerChangeUpdatesEveryNodeWithoutReplacingMachines(t *testing.T
 	})
 	stopOnce(stop)
 	res := <-seen
-	if most := res[0].(int); most > 1 {
+	if most := res.most; most > 1 {
 		t.Errorf("%d nodes were cordoned at once, maxUnavailable is 1", most)
 	}
 	if !after.machines.Equal(before.machines) {
@@ -380,10 +387,10 @@ func TestInPlaceControllerRestartedMidUpdateResumesWithoutTouchingFinishedNodesT
 	})
 	stopOnce(stop)
 	res := <-seen
-	if twice := res[1].([]string); len(twice) > 0 {
+	if twice := res.twice; len(twice) > 0 {
 		t.Errorf("machines updated twice: %v", twice)
 	}
-	if most := res[0].(int); most > 1 {
+	if most := res.most; most > 1 {
 		t.Errorf("%d nodes cordoned at once, maxUnavailable is 1", most)
 	}
 	if !after.machines.Equal(before.machines) {

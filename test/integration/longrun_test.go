@@ -14,6 +14,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/secrets"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // fastClock runs factor times faster than real time from start.
@@ -59,7 +60,7 @@ func TestTokensRotateForDaysAndScaleUpAlwaysBoots(t *testing.T) {
 		if !rolled && clock.now().After(end.Add(-time.Duration(hours)*time.Hour/2)) {
 			// Halfway: an owner change, and a scale-up during its rollout.
 			rolled = true
-			update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony("midway.corp.example") })
+			update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("midway.corp.example") })
 			waitFor(t, p, 30*time.Second, "the rollout under way", func(s state) bool { return s.pool.Status.Updating != "" })
 			scale(t, p, 2)
 			waitFor(t, p, rolloutTimeout, "the rollout done with a scale-up in it", func(s state) bool {

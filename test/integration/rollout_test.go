@@ -13,6 +13,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 const rolloutTimeout = 2 * time.Minute
@@ -70,7 +71,7 @@ func TestOwnerChangeRollsEveryMachineAndAppliesPendingDrift(t *testing.T) {
 	waitFor(t, p, 30*time.Second, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
 
 	// The owner edits a config.
-	update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = chrony("ntp.corp.example") })
+	update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("ntp.corp.example") })
 	after := waitFor(t, p, rolloutTimeout, "every machine replaced, on one new payload", func(s state) bool {
 		return settled(3)(s) && s.machines.Intersection(before.machines).Len() == 0 && s.onlyPayload() != before.onlyPayload()
 	})
@@ -96,7 +97,7 @@ func TestRemovingTheRolloutAnnotationReseedsItAndRollsNothing(t *testing.T) {
 func TestABadConfigMapRollsNothingAndScaleUpStillWorks(t *testing.T) {
 	p := newPool(t, "workers", 2)
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
-	update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = "ignition: {version: 9.9.9}\n" })
+	update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = "ignition: {version: 9.9.9}\n" })
 	waitFor(t, p, 30*time.Second, "ValidMachineConfig False naming the ConfigMap", func(s state) bool {
 		c := condition(s.pool, nodepoolv1.ConditionValidMachineConfig)
 		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonInvalidConfig && strings.Contains(c.Message, "chrony")
@@ -138,11 +139,11 @@ func TestAControllerRestartMidRolloutFinishesWithNoExtraRollout(t *testing.T) {
 
 func TestAFreshCredentialReachesNewNodesWithoutReplacingOld(t *testing.T) {
 	p := newPoolWith(t, "workers", 2, func(ns string, p *nodepoolv1.NodePool) {
-		mustCreate(t, pullSecret(ns, "pull", "user:one"))
+		mustCreate(t, stack.PullSecret(ns, "pull", "user:one"))
 		p.Spec.PullSecretRef = &nodepoolv1.LocalObjectReference{Name: "pull"}
 	})
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
-	update(t, pullSecret(p.Namespace, "pull", ""), func(s *corev1.Secret) { s.Data = pullSecret("", "", "user:two").Data })
+	update(t, stack.PullSecret(p.Namespace, "pull", ""), func(s *corev1.Secret) { s.Data = stack.PullSecret("", "", "user:two").Data })
 	waitFor(t, p, 30*time.Second, "the credential change reported", func(s state) bool {
 		return strings.Contains(condition(s.pool, nodepoolv1.ConditionConfigUpdatePending).Message, "pull-secret")
 	})

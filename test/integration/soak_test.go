@@ -15,6 +15,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // TestRandomChangesReplaceMachinesOnlyWhenAsked mixes owner changes,
@@ -51,8 +52,8 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		switch rnd.IntN(6) {
 		case 0:
 			what = "owner: config content"
-			update(t, configMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
-				cm.Data[inputs.ConfigKey] = chrony(fmt.Sprintf("ntp%d.corp.example", step))
+			update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
+				cm.Data[inputs.ConfigKey] = stack.Chrony(fmt.Sprintf("ntp%d.corp.example", step))
 			})
 			replace, initiator = i, "spec"
 		case 1:
