@@ -31,6 +31,10 @@ const (
 	ConditionAllMachinesReady = "AllMachinesReady"
 	// ConditionAllNodesHealthy is True when every node is healthy.
 	ConditionAllNodesHealthy = "AllNodesHealthy"
+	// ConditionBootstrapDataAvailable is True when every user-data, token
+	// and payload Secret the pool's machines depend on exists, is the
+	// controller's own and is not being deleted.
+	ConditionBootstrapDataAvailable = "BootstrapDataAvailable"
 )
 
 // Condition reasons of a NodePool.
@@ -71,6 +75,18 @@ const (
 	// ReasonNodeUpdateDegraded says a node of an InPlace pool failed its
 	// update: the update is stopped until it recovers.
 	ReasonNodeUpdateDegraded = "NodeUpdateDegraded"
+	// ReasonUserDataMissing says the user-data Secret the machines
+	// reference is gone and cannot be rebuilt (its token is gone too).
+	ReasonUserDataMissing = "UserDataMissing"
+	// ReasonSecretInUse says someone deleted a Secret the machines still
+	// depend on: it is kept until nothing references it.
+	ReasonSecretInUse = "SecretDeletedWhileInUse"
+	// ReasonNameConflict says an object of a name the pool uses exists
+	// and is not the pool's: the controller leaves it untouched.
+	ReasonNameConflict = "NameConflict"
+	// ReasonPayloadTooLarge says the rendered payload does not fit in a
+	// Secret.
+	ReasonPayloadTooLarge = "PayloadTooLarge"
 	// ReasonDrainBlocked says an InPlace update waits for a node's drain
 	// (a PodDisruptionBudget refuses an eviction).
 	ReasonDrainBlocked = "DrainBlocked"
@@ -93,4 +109,8 @@ const (
 	AnnotationBootedPayload = "nodepool.dev/booted-payload"
 	// Finalizer lets the controller clean up a deleted pool's objects.
 	Finalizer = "nodepool.dev/finalizer"
+	// FinalizerInUse is on every user-data, token and payload Secret the
+	// controller makes: a Secret machines may still boot from survives a
+	// kubectl delete until the controller finds it unreferenced.
+	FinalizerInUse = "nodepool.dev/in-use"
 )

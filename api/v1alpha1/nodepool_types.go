@@ -109,9 +109,11 @@ type NodePoolSpec struct {
 	InfrastructureTemplateRef TemplateReference `json:"infrastructureTemplateRef"`
 
 	// nodeLabels are set on every node of the pool. Changing them never
-	// replaces a machine.
+	// replaces a machine. Keys under nodepool.dev/ are reserved: the
+	// controller and the payload set them.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('nodepool.dev/'))",message="spec.nodeLabels: keys under nodepool.dev/ are reserved (nodepool sets nodepool.dev/pool and nodepool.dev/payload on every node itself); use another prefix such as example.com/"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="spec.nodeLabels: every key must be a qualified name: an optional DNS subdomain prefix and '/', then at most 63 characters of letters, digits, '-', '_' or '.', starting and ending with a letter or digit (for example 'example.com/role')"
 	NodeLabels map[string]LabelValue `json:"nodeLabels,omitempty"`
 
@@ -122,9 +124,11 @@ type NodePoolSpec struct {
 	Taints []Taint `json:"taints,omitempty"`
 
 	// nodeDrainTimeout bounds how long a machine's node is drained before it
-	// is deleted anyway. Unset or 0s means no limit. Changing it never
-	// replaces a machine.
+	// is deleted anyway. Unset or 0s means no limit; at most 8760h (a
+	// year). Changing it never replaces a machine.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('8760h')",message="spec.nodeDrainTimeout must be a duration between 0s and 8760h (one year), such as 10m; 0s means no limit"
 	NodeDrainTimeout *metav1.Duration `json:"nodeDrainTimeout,omitempty"`
 
 	// management says how and when the pool's machines are updated.
@@ -279,10 +283,11 @@ type Management struct {
 	RolloutAfter *metav1.Time `json:"rolloutAfter,omitempty"`
 
 	// pausedUntil is "true" (paused until set otherwise), "false", or an
-	// RFC3339 time until which no rollout starts. Scaling still works.
+	// RFC3339 time until which no rollout starts. Scaling still works. A
+	// value the controller cannot read as a time holds the pool as paused.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self == 'true' || self == 'false' || self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$')",messageExpression="'spec.management.pausedUntil must be \"true\", \"false\" or an RFC3339 time such as 2026-12-01T02:00:00Z, got \"' + self + '\"'"
+	// +kubebuilder:validation:XValidation:rule="self == 'true' || self == 'false' || (self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$') && !format.datetime().validate(self).hasValue())",messageExpression="'spec.management.pausedUntil must be \"true\", \"false\" or an RFC3339 time such as 2026-12-01T02:00:00Z, got \"' + self + '\"'"
 	PausedUntil string `json:"pausedUntil,omitempty"`
 
 	// managementUpdates says what new nodes boot while platform (management)

@@ -203,13 +203,13 @@ func patchPool(ctx context.Context, c client.Client, pool *nodepoolv1.NodePool, 
 
 // warnPaused says when a forced rollout waits for a pause to end.
 func (o *Options) warnPaused(pool *nodepoolv1.NodePool) {
-	switch p := pool.Spec.Management.PausedUntil; {
-	case p == "true":
-		fmt.Fprintf(o.ErrOut, "Warning: %s is paused: the rollout starts when it is resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Name)
-	case p != "" && p != "false":
-		if t, err := time.Parse(time.RFC3339, p); err == nil && t.After(o.now()) {
-			fmt.Fprintf(o.ErrOut, "Warning: %s is paused until %s: the rollout starts then\n", poolRef(pool), p)
-		}
+	until, paused := rollout.PausedUntil(pool, o.now())
+	switch {
+	case !paused:
+	case until.IsZero():
+		fmt.Fprintf(o.ErrOut, "Warning: %s is paused (spec.management.pausedUntil %q): the rollout starts when it is resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Spec.Management.PausedUntil, pool.Name)
+	default:
+		fmt.Fprintf(o.ErrOut, "Warning: %s is paused until %s: the rollout starts then\n", poolRef(pool), until.UTC().Format(time.RFC3339))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // FleetRow is one pool of the fleet.
@@ -143,10 +144,8 @@ func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, erro
 		default:
 			r.Desired = p.Status.Replicas
 		}
-		if v := p.Spec.Management.PausedUntil; v == "true" {
-			r.Paused = v
-		} else if t, err := time.Parse(time.RFC3339, v); err == nil && now.Before(t) {
-			r.Paused = v
+		if _, paused := rollout.PausedUntil(&p, now); paused {
+			r.Paused = p.Spec.Management.PausedUntil
 		}
 		for _, d := range p.Status.PendingManagementChanges {
 			a := int64(now.Sub(d.Since.Time).Seconds())

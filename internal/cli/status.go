@@ -242,7 +242,7 @@ func applyPendingNotStarted(pool *nodepoolv1.NodePool, w *workers, now time.Time
 	if err != nil || at.After(now) {
 		return time.Time{}, false
 	}
-	if p := pool.Spec.Management.PausedUntil; p != "" && p != "false" {
+	if _, paused := rollout.PausedUntil(pool, now); paused {
 		return time.Time{}, false
 	}
 	applied := w.rolloutAfter != nil && !w.rolloutAfter.Before(at.UTC().Truncate(time.Second))

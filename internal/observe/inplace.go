@@ -27,6 +27,7 @@ func SummarizeInPlace(pool *nodepoolv1.NodePool, ms *clusterv1.MachineSet, machi
 		RunningDataSecretName: target,
 		Replicas:              ptr.Deref(ms.Status.Replicas, 0),
 		ReadyReplicas:         ptr.Deref(ms.Status.ReadyReplicas, 0),
+		TemplateName:          ms.Spec.Template.Spec.InfrastructureRef.Name,
 	}
 	if v := ms.Annotations[nodepoolv1.AnnotationInPlaceRolloutAfter]; v != "" {
 		if t, err := time.Parse(time.RFC3339, v); err == nil {
@@ -57,6 +58,7 @@ func SummarizeInPlace(pool *nodepoolv1.NodePool, ms *clusterv1.MachineSet, machi
 			UpdatedAt:      UpdatedAt(&m),
 		}
 		ip.Machines = append(ip.Machines, im)
+		out.MachinesCreated = append(out.MachinesCreated, im.UpdatedAt)
 		before := out.RolloutAfter != nil && im.UpdatedAt.Before(*out.RolloutAfter)
 		if before {
 			out.MachinesBeforeRolloutAfter++

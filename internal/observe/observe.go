@@ -201,6 +201,8 @@ func Summarize(md *clusterv1.MachineDeployment, sets []clusterv1.MachineSet, mac
 			onlyTarget = false
 		}
 	}
+	out.TemplateName = md.Spec.Template.Spec.InfrastructureRef.Name
+	out.MachinesCreated = machinesCreated(sets, machines)
 	if after := md.Spec.Rollout.After; !after.IsZero() {
 		t := after.Time
 		out.RolloutAfter = &t
@@ -246,11 +248,19 @@ func DecodePayload(pool string, s *corev1.Secret) (*payload.Payload, error) {
 // so a MachineSet created in the same second as t stays). Machines being
 // deleted are not counted.
 func ForcedOut(sets []clusterv1.MachineSet, machines []clusterv1.Machine, t time.Time) int32 {
+	md := rollout.MachineDeployment{MachinesCreated: machinesCreated(sets, machines)}
+	return md.MachinesCreatedBefore(t)
+}
+
+// machinesCreated lists, for each machine not being deleted, the time
+// Cluster API compares with spec.rollout.after: its MachineSet's creation
+// time (the machine's own when the MachineSet is gone).
+func machinesCreated(sets []clusterv1.MachineSet, machines []clusterv1.Machine) []time.Time {
 	created := make(map[string]time.Time, len(sets))
 	for _, ms := range sets {
 		created[ms.Name] = ms.CreationTimestamp.Time
 	}
-	var n int32
+	out := make([]time.Time, 0, len(machines))
 	for _, m := range machines {
 		if !m.DeletionTimestamp.IsZero() {
 			continue
@@ -259,9 +269,7 @@ func ForcedOut(sets []clusterv1.MachineSet, machines []clusterv1.Machine, t time
 		if !ok {
 			c = m.CreationTimestamp.Time
 		}
-		if c.Before(t) {
-			n++
-		}
+		out = append(out, c)
 	}
-	return n
+	return out
 }

@@ -50,7 +50,8 @@ func settled(t *testing.T, w *inputstest.World) Input {
 	return Input{
 		Pool: pool, Now: t0, Latest: pl, Hashes: h,
 		MachineDeployment: &MachineDeployment{DataSecretName: ud.Name, Version: ud.Version, Complete: true,
-			Replicas: 3, ReadyReplicas: 3, UpToDateReplicas: 3},
+			Replicas: 3, ReadyReplicas: 3, UpToDateReplicas: 3,
+			MachinesCreated: []time.Time{t0.Add(-time.Hour), t0.Add(-time.Hour), t0.Add(-time.Hour)}},
 		UserData:   map[string]UserData{ud.Name: ud},
 		Tokens:     map[string]Token{tok.Name: tok},
 		Payloads:   map[string]*payload.Payload{pl.Hash: pl},
@@ -418,5 +419,100 @@ func TestRepeatedReconcilesOfASettledPoolChangeNothing(t *testing.T) {
 		if a.Create || a.Rotate {
 			t.Errorf("token action %+v", a)
 		}
+	}
+}
+
+func TestAnUnparsablePausedUntilHoldsThePool(t *testing.T) {
+	for _, v := range []string{"2027-02-30T00:00:00Z", "2027-13-01T00:00:00Z", "2027-02-28T25:00:00Z", "tomorrow"} {
+		t.Run(v, func(t *testing.T) {
+			w := inputstest.New()
+			in := settled(t, w)
+			old := in.MachineDeployment.DataSecretName
+			w.Pool.Spec.Release.Version = "v1.36.4"
+			w.Pool.Spec.Management.PausedUntil = v
+			in = relatest(t, in, w)
+			p := Decide(in)
+			if p.MachineDeployment.DataSecretName != old {
+				t.Fatal("an unparsable pausedUntil must hold the pool, not start the rollout")
+			}
+			c := cond(p, nodepoolv1.ConditionUpdatingVersion)
+			if c.Reason != nodepoolv1.ReasonPaused || !strings.Contains(c.Message, "is not an RFC3339 time") {
+				t.Errorf("UpdatingVersion = %+v, want reason Paused saying the value is not a time", c)
+			}
+			if _, paused := PausedUntil(in.Pool, in.Now); !paused {
+				t.Error("PausedUntil must say paused, as the CLI reads it")
+			}
+		})
+	}
+}
+
+func TestADeletedCurrentUserDataChangesNoDecision(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	current := in.MachineDeployment.DataSecretName
+	// The owner changed the version while the pool is paused; then
+	// someone deletes the user-data Secret the machines run.
+	w.Pool.Spec.Release.Version = "v1.36.4"
+	w.Pool.Spec.Management.PausedUntil = "true"
+	in = relatest(t, in, w)
+	want := in.UserData[current]
+	delete(in.UserData, current)
+
+	p := Decide(in)
+	if p.MachineDeployment == nil || p.MachineDeployment.DataSecretName != current {
+		t.Fatalf("target = %+v, want the current user-data %s kept", p.MachineDeployment, current)
+	}
+	if p.Record != nil || hasEvent(p, "RolloutStarted") {
+		t.Fatalf("a deleted Secret started a rollout: record %+v", p.Record)
+	}
+	var restored *UserDataAction
+	for i := range p.UserData {
+		if p.UserData[i].Name == current {
+			restored = &p.UserData[i]
+		}
+	}
+	if restored == nil || !restored.Create {
+		t.Fatalf("user-data actions %+v, want %s re-created", p.UserData, current)
+	}
+	if restored.RolloutHash != want.RolloutHash || restored.PayloadHash != want.PayloadHash ||
+		restored.RolloutWithoutVersion != want.RolloutWithoutVersion || restored.Version != want.Version {
+		t.Errorf("restored %+v, want the hashes the machines run %+v", restored.UserData, want)
+	}
+	if tok := targetToken(t, p); tok.PayloadHash != want.PayloadHash {
+		t.Errorf("token serves %s, want the pinned payload %s", tok.PayloadHash, want.PayloadHash)
+	}
+	if c := cond(p, nodepoolv1.ConditionUpdatingVersion); c.Reason != nodepoolv1.ReasonPaused {
+		t.Errorf("UpdatingVersion = %+v, want the held rollout still shown as paused", c)
+	}
+	if len(p.Pending) != 0 {
+		t.Errorf("pending drift = %+v, want none (nothing changed on the platform side)", p.Pending)
+	}
+	if !hasEvent(p, "UserDataRestored") {
+		t.Errorf("events %+v, want UserDataRestored", p.Events)
+	}
+
+	// With its token gone too nothing can be rebuilt: the pool holds.
+	delete(in.Tokens, payload.TokenSecretName(in.Pool.Name, want.RolloutHash))
+	p = Decide(in)
+	if p.MachineDeployment != nil || p.Record != nil {
+		t.Fatalf("target %+v, record %+v: want the MachineDeployment left as it is", p.MachineDeployment, p.Record)
+	}
+	if c := cond(p, nodepoolv1.ConditionBootstrapDataAvailable); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, current) {
+		t.Errorf("BootstrapDataAvailable = %+v, want False naming %s", c, current)
+	}
+}
+
+func TestARecreatedMachineDeploymentIsNotRecordedAsANewPool(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	current := in.MachineDeployment.DataSecretName
+	in.MachineDeployment = nil
+	in.Referenced = map[string]bool{}
+	p := Decide(in)
+	if p.MachineDeployment == nil || p.MachineDeployment.DataSecretName != current {
+		t.Fatalf("target = %+v, want %s", p.MachineDeployment, current)
+	}
+	if p.Record != nil {
+		t.Errorf("record %+v: recreating a deleted MachineDeployment with unchanged hashes is not a rollout", p.Record)
 	}
 }

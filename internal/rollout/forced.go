@@ -22,16 +22,25 @@ type force struct {
 	initiator Initiator
 }
 
-// forceRequest returns the newest forced rollout requested for the pool:
+// forceRequests returns the forced rollouts requested for the pool:
 // spec.management.rolloutAfter (restart), the apply-pending annotation
 // (platform), or the Rollout policy with pending drift (policy, at the time
 // the newest drift was first seen, so the request is stable across
-// reconciles). Requests in the future are returned too; the caller waits.
-func forceRequest(in Input, pending []nodepoolv1.PendingManagementChange) *force {
-	var best *force
+// reconciles). due is the newest request whose time has come, next the
+// earliest one still in the future: a request due now is never held back
+// by a later one (apply-pending acts now whatever rolloutAfter says), and
+// a later one still runs at its time.
+func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due, next *force) {
 	consider := func(at time.Time, who Initiator) {
-		if best == nil || at.After(best.at) {
-			best = &force{at: at.UTC().Truncate(time.Second), initiator: who}
+		f := &force{at: at.UTC().Truncate(time.Second), initiator: who}
+		if f.at.After(in.Now) {
+			if next == nil || f.at.Before(next.at) {
+				next = f
+			}
+			return
+		}
+		if due == nil || f.at.After(due.at) {
+			due = f
 		}
 	}
 	if ra := in.Pool.Spec.Management.RolloutAfter; ra != nil {
@@ -51,7 +60,7 @@ func forceRequest(in Input, pending []nodepoolv1.PendingManagementChange) *force
 		}
 		consider(newest, InitiatorPolicy)
 	}
-	return best
+	return due, next
 }
 
 // applied reports whether the MachineDeployment already carries the
@@ -70,8 +79,22 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 	if md != nil && md.RolloutAfter != nil && p.MachineDeployment != nil {
 		p.MachineDeployment.RolloutAfter = md.RolloutAfter // never undo a forced rollout
 	}
-	f := forceRequest(in, pending)
-	if f == nil || md == nil || target == nil || in.Latest == nil || f.applied(md) {
+	due, next := forceRequests(in, pending)
+	if md == nil || target == nil || in.Latest == nil {
+		return false
+	}
+	// A request whose rollout.after is on the MachineDeployment already,
+	// or that no machine is older than (Cluster API would replace
+	// nothing: a time before every machine, or the zero time), is done:
+	// it neither marks pending drift applied nor writes a record.
+	if due != nil && (due.applied(md) || md.MachinesCreatedBefore(due.at) == 0) {
+		due = nil
+	}
+	f := due
+	if f == nil {
+		f = next
+	}
+	if f == nil {
 		return false
 	}
 	// A pause holds a forced rollout whenever it is due; one due before
@@ -79,7 +102,7 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 	if until, paused := pausedUntil(in.Pool, in.Now); paused && (until.IsZero() || !f.at.After(until)) {
 		if !f.at.After(in.Now) {
 			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred",
-				Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.initiator, untilText(until))})
+				Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.initiator, untilText(in.Pool, until))})
 		}
 		p.deferredForce = f
 		return false
@@ -115,7 +138,10 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 	return true
 }
 
-func untilText(until time.Time) string {
+func untilText(pool *nodepoolv1.NodePool, until time.Time) string {
+	if invalidPause(pool) {
+		return " (" + invalidPauseText(pool) + ")"
+	}
 	if until.IsZero() {
 		return " (pausedUntil: \"true\")"
 	}

@@ -85,6 +85,48 @@ func TestForcedRollouts(t *testing.T) {
 				bumpProxyImage(w)
 				w.Pool.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
 			}},
+		{name: "a rolloutAfter earlier than every machine replaces nothing and applies no drift",
+			setup: func(w *inputstest.World, in *Input) {
+				bumpProxyImage(w)
+				early := metav1.NewTime(t0.Add(-2 * time.Hour))
+				w.Pool.Spec.Management.RolloutAfter = &early
+			},
+			check: func(t *testing.T, p Plan) {
+				if hasEvent(p, "RolloutForced") || len(p.Payloads) != 0 {
+					t.Errorf("a forced rollout that replaces nothing must not be announced nor store the latest payload: events %+v, %d payloads", p.Events, len(p.Payloads))
+				}
+				if p.MachineDeployment.RolloutAfter != nil {
+					t.Errorf("rollout.after = %v, want none written", p.MachineDeployment.RolloutAfter)
+				}
+			}},
+		{name: "a zero rolloutAfter is a no-op, not a rollout on every reconcile",
+			setup: func(w *inputstest.World, in *Input) {
+				zero := metav1.Time{}
+				w.Pool.Spec.Management.RolloutAfter = &zero
+			},
+			check: func(t *testing.T, p Plan) {
+				if hasEvent(p, "RolloutForced") || p.Updating != "" {
+					t.Errorf("zero rolloutAfter: events %+v, updating %q", p.Events, p.Updating)
+				}
+			}},
+		{name: "apply-pending acts now although a later rolloutAfter is scheduled", forced: true, initiator: InitiatorPlatform,
+			setup: func(w *inputstest.World, in *Input) {
+				bumpProxyImage(w)
+				w.Pool.Spec.Management.RolloutAfter = &future
+				w.Pool.Annotations = map[string]string{AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339)}
+			}},
+		{name: "a scheduled rolloutAfter still waits for its time once apply-pending is applied",
+			setup: func(w *inputstest.World, in *Input) {
+				w.Pool.Spec.Management.RolloutAfter = &future
+				applied := t0.Add(-time.Second).Truncate(time.Second)
+				w.Pool.Annotations = map[string]string{AnnotationApplyPending: applied.Format(time.RFC3339)}
+				in.MachineDeployment.RolloutAfter = &applied
+			},
+			check: func(t *testing.T, p Plan) {
+				if c := cond(p, nodepoolv1.ConditionUpdatingConfig); c.Reason != nodepoolv1.ReasonRolloutScheduled {
+					t.Errorf("UpdatingConfig = %+v, want RolloutScheduled", c)
+				}
+			}},
 		{name: "the OnNextRollout policy does not roll management drift",
 			setup: func(w *inputstest.World, in *Input) { bumpProxyImage(w) }},
 	} {

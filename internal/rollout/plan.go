@@ -14,6 +14,8 @@ func Decide(in Input) Plan {
 	p := Plan{Annotations: map[string]string{}}
 	pool := in.Pool.Name
 
+	stored := in.UserData
+	in = restoreUserData(in, &p)
 	running := runningUserData(in)
 	seedAnnotations(in, running, &p)
 
@@ -23,7 +25,7 @@ func Decide(in Input) Plan {
 		pointer := tokenPointer(in, target, running, started, &p)
 		planToken(in, tokenName, target.RolloutHash, pointer, &p)
 		ud := *target
-		_, exists := in.UserData[ud.Name]
+		_, exists := stored[ud.Name]
 		p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName, Create: !exists})
 		p.MachineDeployment = &MachineDeploymentTarget{DataSecretName: ud.Name, Version: ud.Version, TemplateName: ud.TemplateName}
 	}
@@ -37,7 +39,8 @@ func Decide(in Input) Plan {
 		tokenName := payload.TokenSecretName(pool, ud.RolloutHash)
 		if t, ok := in.Tokens[tokenName]; ok && in.Referenced[name] {
 			planToken(in, tokenName, ud.RolloutHash, t.PayloadHash, &p)
-			p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName})
+			_, exists := stored[name]
+			p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName, Create: !exists})
 		}
 	}
 
@@ -49,10 +52,11 @@ func Decide(in Input) Plan {
 	forced := false
 	if !started {
 		forced = planForce(in, target, p.Pending, &p)
-	} else {
+	} else if !recreated(in, target) {
 		p.Record = ownerRecord(in, currentTarget(in), target)
 	}
 	planStatus(in, running, target, forced, &p)
+	planBootstrapData(in, &p)
 	planInPlace(in, target, &p)
 	planCleanup(in, target, running, &p)
 	planRequeue(in, &p)

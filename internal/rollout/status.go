@@ -111,6 +111,9 @@ func pendingWhilePaused(in Input, target *UserData) string {
 	if !paused {
 		return ""
 	}
+	if invalidPause(in.Pool) {
+		return "a rollout is pending; " + invalidPauseText(in.Pool) + ": it starts when the value is corrected or cleared"
+	}
 	if until.IsZero() {
 		return "a rollout is pending; the pool is paused (pausedUntil: \"true\") and it starts when the pause is lifted"
 	}

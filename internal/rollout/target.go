@@ -17,6 +17,21 @@ import (
 // current target, so nothing running is disturbed and scaling still works.
 func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
 	current := currentTarget(in)
+	if md := in.MachineDeployment; current == nil && md != nil && md.DataSecretName != "" {
+		// The user-data the MachineDeployment references is gone and
+		// could not be rebuilt: leave the MachineDeployment as it is
+		// rather than take this for a new pool (planBootstrapData says so).
+		return nil, false
+	}
+	if current == nil && in.MachineDeployment == nil {
+		if last := lastTarget(in); last != nil {
+			if _, paused := pausedUntil(in.Pool, in.Now); paused || in.RenderErr != nil || in.Latest == nil {
+				// The MachineDeployment was deleted: recreate it on what the
+				// machines ran; a pause still holds the owner's change.
+				return last, false
+			}
+		}
+	}
 	if in.RenderErr != nil || in.Latest == nil {
 		return current, false
 	}
@@ -25,12 +40,15 @@ func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
 	}
 	if current != nil {
 		if until, paused := pausedUntil(in.Pool, in.Now); paused {
-			when := "until spec.management.pausedUntil is cleared"
+			when := "when spec.management.pausedUntil is cleared"
 			if !until.IsZero() {
 				when = "at " + until.UTC().Format(time.RFC3339)
 			}
-			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred",
-				Message: "the pool is paused: the pending rollout starts " + when})
+			msg := "the pool is paused: the pending rollout starts " + when
+			if invalidPause(in.Pool) {
+				msg = invalidPauseText(in.Pool) + ": the pending rollout starts when it is corrected or cleared"
+			}
+			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred", Message: msg})
 			return current, false
 		}
 	}
@@ -53,6 +71,32 @@ func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
 			Message: fmt.Sprintf("rolling out %s: machines move from %s to %s", what, current.Name, next.Name)})
 	}
 	return next, true
+}
+
+// lastTarget is the stored user-data the pool's annotations and status say
+// the machines ran, for a pool whose MachineDeployment is gone.
+func lastTarget(in Input) *UserData {
+	config := annotation(in.Pool, nodepoolv1.AnnotationCurrentRolloutConfig)
+	if config == "" {
+		return nil
+	}
+	for _, name := range sortedKeys(in.UserData) {
+		if ud := in.UserData[name]; ud.RolloutWithoutVersion == config && ud.Version == in.Pool.Status.Version {
+			return &ud
+		}
+	}
+	return nil
+}
+
+// recreated reports whether a target without a MachineDeployment is the
+// one the machines ran already (the MachineDeployment was deleted and is
+// made again): no rollout is recorded for it.
+func recreated(in Input, target *UserData) bool {
+	if in.MachineDeployment != nil || target == nil {
+		return false
+	}
+	config := annotation(in.Pool, nodepoolv1.AnnotationCurrentRolloutConfig)
+	return config != "" && target.RolloutWithoutVersion == config && target.Version == in.Pool.Status.Version
 }
 
 // currentTarget is the user-data the MachineDeployment points at now.
@@ -78,10 +122,13 @@ func describeRollout(from, to *UserData) string {
 	}
 }
 
-// pausedUntil reports whether the pool is paused now, and until when (zero
-// for "true", paused until someone unpauses it). An unparsable value
-// cannot pass API validation and counts as not paused.
-func pausedUntil(pool *nodepoolv1.NodePool, now time.Time) (time.Time, bool) {
+// PausedUntil reports whether the pool is paused now, and until when (zero
+// for "true", paused until someone unpauses it). It fails closed: a value
+// that is not a real RFC3339 time (the API refuses one, but an object
+// stored before that rule, or restored from a backup, may carry it) holds
+// the pool as paused until someone corrects it. The CLI asks the same
+// function, so it never says otherwise.
+func PausedUntil(pool *nodepoolv1.NodePool, now time.Time) (time.Time, bool) {
 	v := pool.Spec.Management.PausedUntil
 	switch v {
 	case "", "false":
@@ -90,8 +137,31 @@ func pausedUntil(pool *nodepoolv1.NodePool, now time.Time) (time.Time, bool) {
 		return time.Time{}, true
 	}
 	t, err := time.Parse(time.RFC3339, v)
-	if err != nil || !now.Before(t) {
+	if err != nil {
+		return time.Time{}, true
+	}
+	if !now.Before(t) {
 		return time.Time{}, false
 	}
 	return t, true
+}
+
+func pausedUntil(pool *nodepoolv1.NodePool, now time.Time) (time.Time, bool) {
+	return PausedUntil(pool, now)
+}
+
+// invalidPause reports whether pausedUntil is set to something that is
+// neither a boolean nor a real RFC3339 time.
+func invalidPause(pool *nodepoolv1.NodePool) bool {
+	switch v := pool.Spec.Management.PausedUntil; v {
+	case "", "false", "true":
+		return false
+	default:
+		_, err := time.Parse(time.RFC3339, v)
+		return err != nil
+	}
+}
+
+func invalidPauseText(pool *nodepoolv1.NodePool) string {
+	return fmt.Sprintf("spec.management.pausedUntil %q is not an RFC3339 time, so the pool is held as paused", pool.Spec.Management.PausedUntil)
 }

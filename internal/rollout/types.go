@@ -37,6 +37,9 @@ type Input struct {
 	// Referenced holds every Secret name a MachineDeployment, MachineSet or
 	// Machine of the pool uses as bootstrap data.
 	Referenced map[string]bool
+	// DeletedInUse names the pool's Secrets someone deleted while the
+	// in-use finalizer keeps them: they stay until unreferenced.
+	DeletedInUse []string
 	// Nodes are the pool's Nodes in the workload cluster.
 	Nodes []Node
 	// Settings of the controller.
@@ -75,6 +78,25 @@ type MachineDeployment struct {
 	// RolloutAfter that are not being deleted: a forced rollout is in
 	// progress while it is above 0.
 	MachinesBeforeRolloutAfter int32
+	// MachinesCreated holds, for each of its machines not being deleted,
+	// the time Cluster API compares with spec.rollout.after (its
+	// MachineSet's creation time): what a forced rollout at some time
+	// would replace.
+	MachinesCreated []time.Time
+	// TemplateName is the infrastructure template its template references.
+	TemplateName string
+}
+
+// MachinesCreatedBefore counts the machines a forced rollout at t
+// replaces (Cluster API's rule: created strictly before t).
+func (md *MachineDeployment) MachinesCreatedBefore(t time.Time) int32 {
+	var n int32
+	for _, c := range md.MachinesCreated {
+		if c.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // UserData is a user-data Secret, with the hashes it was made for (kept in
