@@ -47,6 +47,8 @@ type RolloutStatus struct {
 	Note string `json:"note,omitempty"`
 
 	pausedIndefinitely bool
+	// idle is true when no rollout was in progress.
+	idle bool
 }
 
 func newStatusCommand(o *Options) *cobra.Command {
@@ -118,7 +120,7 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 		now := o.now()
 		switch {
 		case st.Phase == PhaseFailed:
-			return finish(&ExitError{Code: ExitFailure, Err: fmt.Errorf("rollout of %s failed: %s", poolRef(pool), st.Message)})
+			return finish(&ExitError{Code: ExitFailure, Err: fmt.Errorf("rollout of %s %s: %s", poolRef(pool), st.failedVerb(), st.Message)})
 		case st.Phase == PhaseComplete || !watch:
 			return finish(nil)
 		case st.pausedIndefinitely:
@@ -168,7 +170,8 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 	}
 	updatingConfig, updatingVersion := cond(nodepoolv1.ConditionUpdatingConfig), cond(nodepoolv1.ConditionUpdatingVersion)
 	paused := func(c *metav1.Condition) bool { return c != nil && c.Reason == nodepoolv1.ReasonPaused }
-	if c, f := isFalse(nodepoolv1.ConditionReconciliationActive); f && c.Reason == nodepoolv1.ReasonUnsupported {
+	st.idle = pool.Status.Updating == ""
+	if c, f := isFalse(nodepoolv1.ConditionReconciliationActive); f && (c.Reason == nodepoolv1.ReasonUnsupported || c.Reason == nodepoolv1.ReasonNameConflict) {
 		st.Phase, st.Message = PhaseFailed, c.Message
 		return st, nil
 	}
@@ -300,7 +303,7 @@ func (st RolloutStatus) line() string {
 		}
 		return s
 	case PhaseFailed:
-		return fmt.Sprintf("nodepool %q rollout failed: %s", st.Pool, st.Message)
+		return fmt.Sprintf("nodepool %q rollout %s: %s", st.Pool, st.failedVerb(), st.Message)
 	}
 	return fmt.Sprintf("Waiting for nodepool %q rollout to finish: %s (%s: %s)...", st.Pool, st.progress(), st.Phase, st.Message)
 }
@@ -316,4 +319,13 @@ func (st RolloutStatus) stallHint(pool *nodepoolv1.NodePool) string {
 		}
 	}
 	return st.progress()
+}
+
+// failedVerb says "failed" for a rollout that was in progress, and "cannot
+// start" when nothing was rolling (a bad input holds the next one).
+func (st *RolloutStatus) failedVerb() string {
+	if st.idle {
+		return "cannot start"
+	}
+	return "failed"
 }

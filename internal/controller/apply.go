@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,11 +26,19 @@ import (
 )
 
 // apply carries out a plan, in an order that never leaves a reference
-// dangling: payloads, then tokens, then user-data, then the template clone,
-// then the MachineDeployment; deletions last.
+// dangling: payloads, then tokens, then new user-data, then the template
+// clone, then the MachineDeployment, then rewrites of existing user-data;
+// deletions last. The rollout's history record is written before (see
+// Reconcile).
 // templateName is the clone name of the current inputs' template, computed
 // once by observe.Latest; the clone is made when the plan targets it.
 func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, templateName string, w *world, plan rollout.Plan) error {
+	if len(w.conflicts) > 0 {
+		return &conflictError{objects: w.conflicts}
+	}
+	if err := r.protectInUse(ctx, w); err != nil {
+		return err
+	}
 	for _, pl := range plan.Payloads {
 		if err := r.storePayload(ctx, pool, pl); err != nil {
 			return err
@@ -43,7 +52,14 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		}
 		current[a.Name] = t
 	}
+	// New user-data exists before anything points at it; an existing
+	// one is rewritten after the MachineDeployment (below): its recorded
+	// started payload is what pending drift is measured against, so a
+	// crash in between never absorbs drift that was not rolled.
 	for _, a := range plan.UserData {
+		if _, exists := w.userData[a.Name]; exists {
+			continue
+		}
 		if err := r.applyUserData(ctx, pool, w, a, current[a.TokenName]); err != nil {
 			return err
 		}
@@ -67,13 +83,24 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.MachineDeployment); err != nil {
 		return err
 	}
+	for _, a := range plan.UserData {
+		if _, exists := w.userData[a.Name]; !exists {
+			continue
+		}
+		if err := r.applyUserData(ctx, pool, w, a, current[a.TokenName]); err != nil {
+			return err
+		}
+	}
 	if err := r.syncNodes(ctx, pool, w); err != nil {
 		r.log(pool).Info("node labels and taints not propagated yet", "reason", err.Error())
 	}
 	for _, name := range plan.Delete {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: name}}
-		if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting unreferenced Secret %s: %w", name, err)
+		s := w.secretByName(name)
+		if s == nil {
+			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: name}}
+		}
+		if err := r.deleteSecret(ctx, s); err != nil {
+			return fmt.Errorf("cleaning up unreferenced Secret: %w", err)
 		}
 	}
 	return nil
@@ -84,11 +111,11 @@ func (r *Reconciler) storePayload(ctx context.Context, pool *nodepoolv1.NodePool
 	if err != nil {
 		return fmt.Errorf("encoding payload %s: %w", payload.Short(pl.Hash), err)
 	}
-	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
+	controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
+	if err := r.createOwned(ctx, pool, s, "Secret"); err != nil && !errors.Is(err, errNotCached) {
+		// Payload Secrets are immutable and named after their content: one
+		// of the pool's own of this name is this payload.
 		return err
-	}
-	if err := r.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("storing payload Secret %s: %w", s.Name, err)
 	}
 	return nil
 }
@@ -128,7 +155,11 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
 		return secrets.Token{}, err
 	}
-	if old, found := w.tokens[a.Name]; found {
+	old, found := w.tokens[a.Name]
+	if !found {
+		old, found = w.unreadable[a.Name]
+	}
+	if found {
 		// A merge patch of data and our annotations only: the payload
 		// server writes the first-fetch annotation on the same Secret,
 		// and an update would conflict with it or erase it.
@@ -140,11 +171,14 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 		for k, v := range s.Annotations {
 			updated.Annotations[k] = v
 		}
-		if err := r.Client.Patch(ctx, updated, client.MergeFrom(old)); err != nil {
+		if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 			return secrets.Token{}, fmt.Errorf("updating token Secret %s: %w", a.Name, err)
 		}
-	} else if err := r.Client.Create(ctx, s); err != nil {
-		return secrets.Token{}, fmt.Errorf("creating token Secret %s: %w", a.Name, err)
+	} else {
+		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
+		if err := r.createOwned(ctx, pool, s, "Secret"); err != nil {
+			return secrets.Token{}, err
+		}
 	}
 	w.decoded[a.Name] = t
 	return t, nil
@@ -157,28 +191,34 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	if tok.Current == "" {
 		return fmt.Errorf("no token for user-data %s", a.Name)
 	}
-	old, found := w.userData[a.Name]
-	if found && old.Annotations[annotationToken] == secrets.FormatTime(tok.RotatedAt) &&
-		old.Annotations[annotationStartedPayload] == a.PayloadHash {
-		return nil
-	}
 	pointer, err := userdata.Render(r.Settings.Inputs.PayloadServerURL, r.Settings.Inputs.PayloadServerCA, tok.Current)
 	if err != nil {
 		return fmt.Errorf("rendering user-data %s: %w", a.Name, err)
 	}
 	s := userDataSecret(pool.Namespace, pool.Spec.ClusterName, pool.Name, a.UserData, pointer, tok.RotatedAt)
-	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
-		return err
+	old, found := w.userData[a.Name]
+	if !found {
+		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
+		return r.createOwned(ctx, pool, s, "Secret")
 	}
-	if found {
-		s.ResourceVersion = old.ResourceVersion
-		if err := r.Client.Update(ctx, s); err != nil {
-			return fmt.Errorf("updating user-data Secret %s: %w", a.Name, err)
-		}
+	// What machines boot is compared, not only the annotations: an edited
+	// Secret, or a new payload server URL or CA, is rewritten at once.
+	updated := old.DeepCopy()
+	updated.Data, updated.Type = s.Data, s.Type
+	for k, v := range s.Labels {
+		updated.Labels[k] = v
+	}
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	for k, v := range s.Annotations {
+		updated.Annotations[k] = v
+	}
+	if equality.Semantic.DeepEqual(updated, old) {
 		return nil
 	}
-	if err := r.Client.Create(ctx, s); err != nil {
-		return fmt.Errorf("creating user-data Secret %s: %w", a.Name, err)
+	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating user-data Secret %s: %w", a.Name, err)
 	}
 	return nil
 }
@@ -190,6 +230,9 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 	clone.SetAPIVersion(in.InfrastructureTemplate.APIGroup + "/" + in.InfrastructureTemplate.Version)
 	clone.SetKind(in.InfrastructureTemplate.Kind)
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: name}, clone); err == nil {
+		if !ownedBy(clone, pool) {
+			return &conflictError{objects: []string{in.InfrastructureTemplate.Kind + " " + name}}
+		}
 		return nil
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading infrastructure template clone %s: %w", name, err)
@@ -202,11 +245,8 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 	clone.SetName(name)
 	clone.SetLabels(map[string]string{nodepoolv1.LabelPool: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName})
 	clone.Object["spec"] = spec
-	if err := controllerutil.SetOwnerReference(pool, clone, r.Client.Scheme()); err != nil {
-		return err
-	}
-	if err := r.Client.Create(ctx, clone); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("cloning infrastructure template to %s: %w", name, err)
+	if err := r.createOwned(ctx, pool, clone, in.InfrastructureTemplate.Kind); err != nil && !errors.Is(err, errNotCached) {
+		return fmt.Errorf("cloning infrastructure template: %w", err)
 	}
 	return nil
 }

@@ -23,7 +23,15 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		return nil
 	}
 	list := &appsv1.ControllerRevisionList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
+	// A rollout that starts reads the history uncached: a record written a
+	// moment ago (a reconcile that crashed before starting the rollout, or
+	// one that ran on a stale MachineDeployment) must be seen to be
+	// recognised.
+	var reader client.Reader = r.Client
+	if plan.Record != nil && r.APIReader != nil {
+		reader = r.APIReader
+	}
+	if err := reader.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
 		return fmt.Errorf("listing the pool's history: %w", err)
 	}
 	var owned []appsv1.ControllerRevision
@@ -62,6 +70,9 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 	if plan.Record == nil {
 		return nil
 	}
+	if n := len(owned); n > 0 && sameRollout(&owned[n-1], plan.Record) {
+		return nil // recorded already, by a reconcile that did not get to start it
+	}
 	if err := finish(history.OutcomeSuperseded, plan.Record.Started); err != nil {
 		return err
 	}
@@ -98,4 +109,23 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		owned = owned[1:]
 	}
 	return nil
+}
+
+// sameRollout reports whether a revision in progress records the rollout
+// rec describes: same initiator, rollout hash and forced time.
+func sameRollout(cr *appsv1.ControllerRevision, rec *rollout.Record) bool {
+	if cr.Annotations[history.AnnotationOutcome] != history.OutcomeInProgress {
+		return false
+	}
+	e, err := history.Decode(cr)
+	if err != nil {
+		return false
+	}
+	if e.Initiator != string(rec.Initiator) || e.RolloutHash != rec.RolloutHash {
+		return false
+	}
+	if (e.ForcedAt == nil) != (rec.ForcedAt == nil) {
+		return false
+	}
+	return e.ForcedAt == nil || e.ForcedAt.Equal(*rec.ForcedAt)
 }

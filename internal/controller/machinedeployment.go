@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"math"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -89,7 +91,9 @@ func desiredReplicas(annotations map[string]string, current *int32, pool *nodepo
 func desiredMachineSpec(spec *clusterv1.MachineSpec, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
 	spec.ClusterName = pool.Spec.ClusterName
 	if d := pool.Spec.NodeDrainTimeout; d != nil && d.Duration > 0 {
-		spec.Deletion.NodeDrainTimeoutSeconds = ptr.To(int32(d.Seconds()))
+		// The API bounds it to a year; clamp anyway, so an object stored
+		// before that rule can never overflow the field.
+		spec.Deletion.NodeDrainTimeoutSeconds = ptr.To(int32(min(d.Seconds(), math.MaxInt32)))
 	} else {
 		spec.Deletion.NodeDrainTimeoutSeconds = nil
 	}
@@ -98,13 +102,19 @@ func desiredMachineSpec(spec *clusterv1.MachineSpec, pool *nodepoolv1.NodePool, 
 	}
 	spec.Version = target.Version
 	spec.Bootstrap = clusterv1.Bootstrap{DataSecretName: ptr.To(target.DataSecretName)}
-	if target.TemplateName != "" {
-		spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{
-			APIGroup: pool.Spec.InfrastructureTemplateRef.APIGroup,
-			Kind:     pool.Spec.InfrastructureTemplateRef.Kind,
-			Name:     target.TemplateName,
-		}
+	// The infrastructure reference moves only with the target's clone: a
+	// changed spec.infrastructureTemplateRef kind or group alone (a held
+	// rollout, a template that does not render yet) never rewrites it.
+	if target.TemplateName == "" {
+		return
 	}
+	ref := clusterv1.ContractVersionedObjectReference{APIGroup: spec.InfrastructureRef.APIGroup, Kind: spec.InfrastructureRef.Kind, Name: target.TemplateName}
+	if kind, group, ok := strings.Cut(target.TemplateKind, "."); ok && kind != "" {
+		ref.Kind, ref.APIGroup = kind, group
+	} else if ref.Kind == "" {
+		ref.Kind, ref.APIGroup = pool.Spec.InfrastructureTemplateRef.Kind, pool.Spec.InfrastructureTemplateRef.APIGroup
+	}
+	spec.InfrastructureRef = ref
 }
 
 func intOr(v *intstr.IntOrString, def int32) intstr.IntOrString {

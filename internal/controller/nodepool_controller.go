@@ -26,6 +26,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/observe"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 )
 
@@ -91,10 +92,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := fitsInASecret(pool, &in); err != nil {
+		in.Latest, in.Hashes, in.RenderErr, gathered = nil, payload.Hashes{}, err, nil
+	}
 	plan := rollout.Decide(in)
-	applyErr := r.apply(ctx, pool, gathered, in.TemplateName, w, plan)
-	if applyErr == nil {
-		applyErr = r.recordHistory(ctx, pool, gathered, plan)
+	// The record of a rollout is written before the write that starts it:
+	// a crash in between leaves a record the next reconcile recognises
+	// (recordHistory writes one record per rollout), never a rollout
+	// without one.
+	var applyErr error
+	if len(w.conflicts) > 0 {
+		applyErr = &conflictError{objects: w.conflicts}
+	} else if applyErr = r.recordHistory(ctx, pool, gathered, plan); applyErr == nil {
+		applyErr = r.apply(ctx, pool, gathered, in.TemplateName, w, plan)
 	}
 	if applyErr != nil {
 		observeReconcileError(pool, "apply")
@@ -106,7 +116,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		pool.Annotations[k] = v
 	}
+	var was metav1.Condition
+	if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionReconciliationActive); c != nil {
+		was = *c
+	}
 	r.writeStatus(pool, in, plan, applyErr)
+	if isConflict(applyErr) {
+		if was.Reason != nodepoolv1.ReasonNameConflict || was.Message != applyErr.Error() {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, nodepoolv1.ReasonNameConflict, "Reconcile", "%s", applyErr.Error())
+		}
+		// Nothing of the plan was applied: its events did not happen.
+		plan.Events = nil
+	}
 	for _, e := range plan.Events {
 		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
 	}
@@ -145,6 +166,9 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, in rollout.Input, pl
 	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
 	if applyErr != nil {
 		active.Status, active.Reason, active.Message = metav1.ConditionFalse, "ApplyFailed", applyErr.Error()
+		if isConflict(applyErr) {
+			active.Reason = nodepoolv1.ReasonNameConflict
+		}
 	}
 	for _, c := range append(plan.Conditions, active) {
 		c.ObservedGeneration = pool.Generation
@@ -249,8 +273,8 @@ func (r *Reconciler) deleteOwned(ctx context.Context, pool *nodepoolv1.NodePool)
 	}
 	for i := range secretList.Items {
 		if s := &secretList.Items[i]; metav1.IsControlledBy(s, pool) {
-			if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting Secret %s: %w", s.Name, err)
+			if err := r.deleteSecret(ctx, s); err != nil {
+				return err
 			}
 		}
 	}

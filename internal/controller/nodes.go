@@ -51,6 +51,11 @@ func (r *Reconciler) observeNodes(ctx context.Context, pool *nodepoolv1.NodePool
 	return nil
 }
 
+// reservedLabel reports whether a node label key is nodepool's own.
+func reservedLabel(k string) bool {
+	return strings.HasPrefix(k, "nodepool.dev/")
+}
+
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -75,7 +80,10 @@ func (r *Reconciler) syncNodes(ctx context.Context, pool *nodepoolv1.NodePool, w
 		if !applyLabelsAndTaints(updated, pool) {
 			continue
 		}
-		if err := c.Patch(ctx, updated, client.MergeFrom(node)); err != nil {
+		// Taints are a list: a merge patch replaces it whole, so it is
+		// written only over the version read, never over another
+		// writer's newer taints (a conflict retries on the next reconcile).
+		if err := c.Patch(ctx, updated, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("propagating labels and taints to Node %s: %w", node.Name, err)
 		}
 	}
@@ -94,12 +102,15 @@ func applyLabelsAndTaints(n *corev1.Node, pool *nodepoolv1.NodePool) bool {
 		n.Annotations = map[string]string{}
 	}
 	for _, k := range splitList(n.Annotations[annotationManagedLabels]) {
-		if _, keep := pool.Spec.NodeLabels[k]; !keep {
+		if _, keep := pool.Spec.NodeLabels[k]; !keep && !reservedLabel(k) {
 			delete(n.Labels, k)
 		}
 	}
 	var keys []string
 	for k, v := range pool.Spec.NodeLabels {
+		if reservedLabel(k) {
+			continue // refused by the API; never written over the payload's own
+		}
 		n.Labels[k] = string(v)
 		keys = append(keys, k)
 	}

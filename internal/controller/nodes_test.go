@@ -35,3 +35,24 @@ func TestLabelsAndTaintsFollowTheSpecAndLeaveOthersAlone(t *testing.T) {
 		t.Fatalf("after removal: labels %v taints %v", node.Labels, node.Spec.Taints)
 	}
 }
+
+func TestReservedNodeLabelsAreNeverWrittenOrRemoved(t *testing.T) {
+	pool := &nodepoolv1.NodePool{Spec: nodepoolv1.NodePoolSpec{
+		NodeLabels: map[string]nodepoolv1.LabelValue{nodepoolv1.LabelPayload: "fake", nodepoolv1.LabelPool: "other"},
+	}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Labels: map[string]string{nodepoolv1.LabelPayload: "abc123", nodepoolv1.LabelPool: "workers"},
+		// A pool stored before the API refused reserved keys made nodepool
+		// record them as its own.
+		Annotations: map[string]string{annotationManagedLabels: nodepoolv1.LabelPayload + "," + nodepoolv1.LabelPool},
+	}}
+	applyLabelsAndTaints(node, pool)
+	if node.Labels[nodepoolv1.LabelPayload] != "abc123" || node.Labels[nodepoolv1.LabelPool] != "workers" {
+		t.Fatalf("reserved labels overwritten: %v", node.Labels)
+	}
+	pool.Spec.NodeLabels = nil
+	applyLabelsAndTaints(node, pool)
+	if node.Labels[nodepoolv1.LabelPayload] != "abc123" || node.Labels[nodepoolv1.LabelPool] != "workers" {
+		t.Fatalf("reserved labels removed with the spec's: %v", node.Labels)
+	}
+}

@@ -16,13 +16,17 @@ import (
 
 // world is what one reconcile observed of a pool, read once.
 type world struct {
-	md        *clusterv1.MachineDeployment
-	ms        *clusterv1.MachineSet
-	machines  []clusterv1.Machine
-	userData  map[string]*corev1.Secret
-	tokens    map[string]*corev1.Secret
-	decoded   map[string]secrets.Token
-	payloads  map[string]*corev1.Secret
+	md       *clusterv1.MachineDeployment
+	ms       *clusterv1.MachineSet
+	machines []clusterv1.Machine
+	userData map[string]*corev1.Secret
+	tokens   map[string]*corev1.Secret
+	decoded  map[string]secrets.Token
+	payloads map[string]*corev1.Secret
+	// unreadable are the pool's token Secrets that do not decode.
+	unreadable map[string]*corev1.Secret
+	// conflicts are objects of the pool's names it does not own.
+	conflicts []string
 	nodes     []corev1.Node
 	nodesRead bool
 }
@@ -36,7 +40,9 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	if err != nil {
 		return nil, err
 	}
-	w := &world{md: o.MachineDeployment, ms: o.InPlaceSet, machines: o.Machines, userData: o.UserData, tokens: o.Tokens, decoded: o.DecodedTokens, payloads: o.Payloads}
+	w := &world{md: o.MachineDeployment, ms: o.InPlaceSet, machines: o.Machines, userData: o.UserData, tokens: o.Tokens, decoded: o.DecodedTokens,
+		payloads: o.Payloads, unreadable: o.Unreadable, conflicts: o.Conflicts}
+	in.DeletedInUse = deletedInUse(w)
 	if err := r.observeNodes(ctx, pool, w, in); err != nil {
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())
 	}
@@ -59,4 +65,27 @@ func encodePayload(p *payload.Payload) secrets.Payload {
 		out.Fragments[c.Name()] = f
 	}
 	return out
+}
+
+// fitsInASecret refuses a latest payload that is not stored yet and would
+// not fit in a payload Secret: it is a bad input like any other, so the
+// engine keeps what runs and replicas, labels, taints, history and cleanup
+// go on.
+func fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input) error {
+	if in.Latest == nil {
+		return nil
+	}
+	if _, stored := in.Payloads[in.Latest.Hash]; stored {
+		return nil
+	}
+	s, err := secrets.NewPayloadSecret(pool.Namespace, payload.PayloadSecretName(pool.Name, in.Latest.Hash), encodePayload(in.Latest))
+	if err != nil {
+		return err
+	}
+	// Room for the metadata the Secret carries besides its data.
+	const limit = secrets.MaxDataBytes - 16<<10
+	if n := secrets.DataBytes(s); n > limit {
+		return &rollout.PayloadTooLargeError{Bytes: n, Limit: limit}
+	}
+	return nil
 }

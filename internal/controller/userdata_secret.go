@@ -40,5 +40,8 @@ func userDataSecret(namespace, cluster, pool string, ud rollout.UserData, pointe
 		annotationTemplate:              ud.TemplateName,
 		annotationToken:                 secrets.FormatTime(tokenRotatedAt),
 	}
+	if ud.TemplateKind != "" {
+		s.Annotations[observe.AnnotationTemplateKind] = ud.TemplateKind
+	}
 	return s
 }

@@ -60,6 +60,13 @@ type Objects struct {
 	DecodedTokens map[string]secrets.Token
 	// Payloads are the pool's payload Secrets, by payload hash.
 	Payloads map[string]*corev1.Secret
+	// Unreadable are the pool's own token Secrets whose content does not
+	// decode (edited by hand), by name: the controller rewrites them.
+	Unreadable map[string]*corev1.Secret
+	// Conflicts names objects of the names the pool uses that are not the
+	// pool's (no controller reference to it), as "Kind name": they are
+	// never read as the pool's, patched or deleted.
+	Conflicts []string
 }
 
 // Read reads the pool's MachineDeployment, MachineSets, Machines and owned
@@ -68,7 +75,8 @@ type Objects struct {
 // cannot be decoded is skipped and logged on log. Nodes are not read: they
 // live in the workload cluster.
 func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *rollout.Input, log logr.Logger) (*Objects, error) {
-	o := &Objects{UserData: map[string]*corev1.Secret{}, Tokens: map[string]*corev1.Secret{}, DecodedTokens: map[string]secrets.Token{}, Payloads: map[string]*corev1.Secret{}}
+	o := &Objects{UserData: map[string]*corev1.Secret{}, Tokens: map[string]*corev1.Secret{}, DecodedTokens: map[string]secrets.Token{},
+		Payloads: map[string]*corev1.Secret{}, Unreadable: map[string]*corev1.Secret{}}
 	ns := client.InNamespace(pool.Namespace)
 	owned := client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}
 	inPlace := pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace
@@ -79,26 +87,53 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 		ms := &clusterv1.MachineSet{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, ms); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("reading MachineSet: %w", err)
-		} else if err == nil {
+		} else if err == nil && metav1.IsControlledBy(ms, pool) {
 			o.InPlaceSet = ms
+		} else if err == nil {
+			o.Conflicts = append(o.Conflicts, "MachineSet "+ms.Name)
 		}
 	} else {
 		md := &clusterv1.MachineDeployment{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, md); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("reading MachineDeployment: %w", err)
-		} else if err == nil {
+		} else if err == nil && metav1.IsControlledBy(md, pool) {
 			o.MachineDeployment = md
+		} else if err == nil {
+			o.Conflicts = append(o.Conflicts, "MachineDeployment "+md.Name)
 		}
 	}
 	msList := &clusterv1.MachineSetList{}
 	if err := c.List(ctx, msList, ns, owned); err != nil {
 		return nil, fmt.Errorf("listing MachineSets: %w", err)
 	}
+	// Only the pool's own MachineSets count (a hand-made MachineDeployment
+	// of the pool's name has MachineSets with the same labels), and only
+	// machines of those: everything else is someone else's.
+	sets := msList.Items[:0]
+	mine, foreign := map[string]bool{}, map[string]bool{}
+	for i := range msList.Items {
+		ms := msList.Items[i]
+		if ownedSet(&ms, pool, o.MachineDeployment, inPlace) {
+			sets = append(sets, ms)
+			mine[ms.Name] = true
+		} else {
+			foreign[ms.Name] = true
+		}
+	}
+	msList.Items = sets
 	o.MachineSets = msList.Items
 	mList := &clusterv1.MachineList{}
 	if err := c.List(ctx, mList, ns, owned); err != nil {
 		return nil, fmt.Errorf("listing Machines: %w", err)
 	}
+	machines := mList.Items[:0]
+	for _, m := range mList.Items {
+		set := m.Labels[clusterv1.MachineSetNameLabel]
+		if mine[set] || (len(o.Conflicts) == 0 && !foreign[set]) {
+			machines = append(machines, m)
+		}
+	}
+	mList.Items = machines
 	o.Machines = mList.Items
 
 	in.Referenced = map[string]bool{}
@@ -139,7 +174,8 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 		case secrets.KindToken:
 			t, err := secrets.DecodeToken(s)
 			if err != nil {
-				log.Error(err, "ignoring an unreadable token Secret", "secret", s.Name)
+				log.Error(err, "rewriting an unreadable token Secret", "secret", s.Name)
+				o.Unreadable[s.Name] = s
 				continue
 			}
 			o.Tokens[s.Name], o.DecodedTokens[s.Name] = s, t
@@ -166,6 +202,15 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 		in.MachineDeployment, in.InPlace = SummarizeInPlace(pool, o.InPlaceSet, mList.Items)
 	}
 	return o, nil
+}
+
+// ownedSet reports whether a MachineSet is the pool's: controlled by the
+// pool's MachineDeployment (Replace) or by the pool itself (InPlace).
+func ownedSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, md *clusterv1.MachineDeployment, inPlace bool) bool {
+	if inPlace {
+		return metav1.IsControlledBy(ms, pool)
+	}
+	return md != nil && metav1.IsControlledBy(ms, md)
 }
 
 // Summarize reduces a MachineDeployment and its MachineSets to what the

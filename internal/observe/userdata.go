@@ -25,6 +25,8 @@ const (
 	AnnotationStartedPayload = "nodepool.dev/started-payload"
 	// AnnotationTemplate is the infrastructure template clone its machines use.
 	AnnotationTemplate = "nodepool.dev/infrastructure-template"
+	// AnnotationTemplateKind is that clone's "Kind.group".
+	AnnotationTemplateKind = "nodepool.dev/infrastructure-template-kind"
 	// AnnotationTokenRotatedAt is when the token it carries was generated.
 	AnnotationTokenRotatedAt = "nodepool.dev/token-rotated-at"
 )
@@ -39,6 +41,7 @@ func DecodeUserData(s *corev1.Secret) rollout.UserData {
 		Version:               a[AnnotationVersion],
 		PayloadHash:           a[AnnotationStartedPayload],
 		TemplateName:          a[AnnotationTemplate],
+		TemplateKind:          a[AnnotationTemplateKind],
 		Created:               s.CreationTimestamp.Time,
 	}
 }

@@ -516,3 +516,19 @@ func TestARecreatedMachineDeploymentIsNotRecordedAsANewPool(t *testing.T) {
 		t.Errorf("record %+v: recreating a deleted MachineDeployment with unchanged hashes is not a rollout", p.Record)
 	}
 }
+
+func TestAPayloadTooLargeKeepsEverythingRunning(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	old := in.MachineDeployment.DataSecretName
+	in.Latest, in.Hashes = nil, payload.Hashes{}
+	in.RenderErr = &PayloadTooLargeError{Bytes: 1500000, Limit: 1032192}
+	p := Decide(in)
+	if p.MachineDeployment == nil || p.MachineDeployment.DataSecretName != old || p.Record != nil {
+		t.Fatalf("target %+v, record %+v: want the running target kept", p.MachineDeployment, p.Record)
+	}
+	c := cond(p, nodepoolv1.ConditionValidGeneratedPayload)
+	if c.Status != metav1.ConditionFalse || c.Reason != nodepoolv1.ReasonPayloadTooLarge || !strings.Contains(c.Message, "1500000") || !strings.Contains(c.Message, "1032192") {
+		t.Errorf("ValidGeneratedPayload = %+v, want False naming the size and the limit", c)
+	}
+}

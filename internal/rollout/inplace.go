@@ -125,6 +125,23 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 		}
 	}
 	halted := len(degraded) > 0
+	// Nodes unavailable for another reason (NotReady, or cordoned by
+	// someone else) use up maxUnavailable too: an update never takes more
+	// capacity away than the owner allowed.
+	ready := map[string]bool{}
+	for _, n := range in.Nodes {
+		ready[n.Name] = n.Ready
+	}
+	isUnavailable := func(m InPlaceMachine) bool {
+		r, known := ready[m.Node]
+		return m.Phase == "" && m.Node != "" && (m.Unschedulable || (known && !r))
+	}
+	var unavailable int32
+	for _, m := range machines {
+		if isUnavailable(m) {
+			unavailable++
+		}
+	}
 	for _, m := range machines {
 		switch m.Phase {
 		case nodepoolv1.UpdatePhaseDraining:
@@ -165,17 +182,28 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 		}
 	}
 	if !halted {
+		full := false
 		for _, m := range machines {
-			if busy >= ip.MaxUnavailable {
-				break
-			}
 			if m.Phase != "" || m.Node == "" || !due(m, target, forcedAt) {
 				continue
 			}
+			// A node that is unavailable already loses nothing more by
+			// its update: it takes its own slot.
+			already := isUnavailable(m)
+			if !already && busy+unavailable >= ip.MaxUnavailable {
+				full = true
+				continue
+			}
 			busy++
+			if already {
+				unavailable--
+			}
 			p.NodeActions = append(p.NodeActions, NodeAction{Step: StepStart, Machine: m.Machine, Node: m.Node, Cordoned: m.Unschedulable})
 			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "UpdatingNode",
 				Message: fmt.Sprintf("cordoning and draining node %s to update it in place to %s", m.Node, target.Name)})
+		}
+		if full && busy == 0 && unavailable > 0 {
+			waiting = append(waiting, fmt.Sprintf("%d nodes already unavailable (NotReady or cordoned) use up maxUnavailable %d", unavailable, ip.MaxUnavailable))
 		}
 	}
 	p.UpdateInProgress = busy > 0

@@ -27,7 +27,7 @@ func Decide(in Input) Plan {
 		ud := *target
 		_, exists := stored[ud.Name]
 		p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName, Create: !exists})
-		p.MachineDeployment = &MachineDeploymentTarget{DataSecretName: ud.Name, Version: ud.Version, TemplateName: ud.TemplateName}
+		p.MachineDeployment = &MachineDeploymentTarget{DataSecretName: ud.Name, Version: ud.Version, TemplateName: ud.TemplateName, TemplateKind: ud.TemplateKind}
 	}
 	// Tokens of older rollouts still used by machines keep rotating, and
 	// their user-data keeps carrying their current token.

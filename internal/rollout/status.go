@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -81,7 +82,10 @@ func planValidity(in Input, p *Plan) {
 	payloadOK := metav1.Condition{Type: nodepoolv1.ConditionValidGeneratedPayload, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the payload renders and validates"}
 	if in.RenderErr != nil {
 		keep := "; running nodes keep running and new machines boot the payload the pool already serves"
-		if reason := inputs.Reason(in.RenderErr); reason != "" {
+		var tooLarge *PayloadTooLargeError
+		if errors.As(in.RenderErr, &tooLarge) {
+			payloadOK.Status, payloadOK.Reason, payloadOK.Message = metav1.ConditionFalse, nodepoolv1.ReasonPayloadTooLarge, in.RenderErr.Error()+keep
+		} else if reason := inputs.Reason(in.RenderErr); reason != "" {
 			valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, reason, in.RenderErr.Error()+keep
 			payloadOK.Status, payloadOK.Reason, payloadOK.Message = metav1.ConditionUnknown, reason, "not rendered: the inputs are not valid"
 		} else {
@@ -89,6 +93,17 @@ func planValidity(in Input, p *Plan) {
 		}
 	}
 	p.Conditions = append(p.Conditions, valid, payloadOK)
+}
+
+// PayloadTooLargeError says the rendered payload does not fit in a Secret.
+type PayloadTooLargeError struct {
+	// Bytes is the size of the payload Secret's data; Limit the most the
+	// API server stores.
+	Bytes, Limit int
+}
+
+func (e *PayloadTooLargeError) Error() string {
+	return fmt.Sprintf("the rendered payload needs a Secret of %d bytes (compressed), more than the %d bytes a Secret may hold: make the configs in spec.config smaller", e.Bytes, e.Limit)
 }
 
 func updatingCondition(t string, updating bool, deferred string, msg string) metav1.Condition {

@@ -59,6 +59,7 @@ func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
 		Version:               in.Pool.Spec.Release.Version,
 		PayloadHash:           in.Latest.Hash,
 		TemplateName:          in.TemplateName,
+		TemplateKind:          TemplateKindOf(in.Pool.Spec.InfrastructureTemplateRef),
 		Created:               in.Now,
 	}
 	if existing, ok := in.UserData[next.Name]; ok {
@@ -97,6 +98,12 @@ func recreated(in Input, target *UserData) bool {
 	}
 	config := annotation(in.Pool, nodepoolv1.AnnotationCurrentRolloutConfig)
 	return config != "" && target.RolloutWithoutVersion == config && target.Version == in.Pool.Status.Version
+}
+
+// TemplateKindOf is how a user-data Secret records the kind of the
+// infrastructure template its machines use: "Kind.group".
+func TemplateKindOf(ref nodepoolv1.TemplateReference) string {
+	return ref.Kind + "." + ref.APIGroup
 }
 
 // currentTarget is the user-data the MachineDeployment points at now.

@@ -108,8 +108,11 @@ type UserData struct {
 	Version               string
 	// PayloadHash is the payload its rollout started with.
 	PayloadHash string
-	// TemplateName is the infrastructure template clone its machines use.
+	// TemplateName is the infrastructure template clone its machines use,
+	// and TemplateKind its "Kind.group" ("" when made by a version that
+	// did not record it).
 	TemplateName string
+	TemplateKind string
 	Created      time.Time
 }
 
@@ -207,6 +210,8 @@ type MachineDeploymentTarget struct {
 	DataSecretName string
 	Version        string
 	TemplateName   string
+	// TemplateKind is the clone's "Kind.group"; "" keeps the reference's.
+	TemplateKind string
 	// RolloutAfter, when set, is written to spec.rollout.after: Cluster API
 	// replaces every machine created before it.
 	RolloutAfter *time.Time

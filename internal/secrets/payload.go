@@ -234,3 +234,19 @@ func Gunzip(b []byte) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// MaxDataBytes is the most data a Secret may hold: the API server refuses
+// a larger one.
+const MaxDataBytes = 1 << 20
+
+// DataBytes is the size of a Secret's data as the API server counts it.
+func DataBytes(s *corev1.Secret) int {
+	n := 0
+	for k, v := range s.Data {
+		n += len(k) + len(v)
+	}
+	for k, v := range s.StringData {
+		n += len(k) + len(v)
+	}
+	return n
+}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
@@ -20,7 +22,8 @@ import (
 
 // TestRandomChangesReplaceMachinesOnlyWhenAsked mixes owner changes,
 // management changes, scaling, labels and forced rollouts across several
-// pools, and checks after each that a machine was replaced if and only if an
+// pools with faults (an owned Secret deleted or edited by hand, the
+// controller restarted), and checks after each that a machine was replaced if and only if an
 // owner change or a forced rollout of its pool asked for it. The reference
 // checker of TestMain meanwhile asserts no referenced Secret is deleted.
 // `make test` makes 12 changes; NODEPOOL_SOAK_CHANGES=100 the full soak.
@@ -49,7 +52,8 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		replace := -1 // which pool must be fully replaced; -1 none
 		var what, initiator string
 		records := len(historyOf(t, p))
-		switch rnd.IntN(6) {
+		var restore func() bool // a fault's repair, checked once settled
+		switch rnd.IntN(9) {
 		case 0:
 			what = "owner: config content"
 			update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
@@ -88,6 +92,26 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 			at := metav1.NewTime(time.Now().Truncate(time.Second).Add(time.Second))
 			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
 			replace, initiator = i, "restart"
+		case 6:
+			what = "fault: the current user-data Secret deleted"
+			if err := env.Client.Delete(context.Background(), currentUserData(t, p)); err != nil {
+				t.Fatal(err)
+			}
+		case 7:
+			what = "fault: the current user-data Secret edited"
+			ud := currentUserData(t, p)
+			want := ud.Data["value"]
+			update(t, ud, func(s *corev1.Secret) { s.Data["value"] = []byte("garbage") })
+			restore = func() bool {
+				s := &corev1.Secret{}
+				err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ud), s)
+				// A token rotation may have rewritten it since: anything
+				// but the garbage is the controller's.
+				return err == nil && string(s.Data["value"]) != "garbage" && len(s.Data["value"]) >= len(want)/2
+			}
+		case 8:
+			what = "fault: the controller restarted"
+			restartController(t, settings)
 		}
 		t.Logf("step %d: pool %d: %s", step, i, what)
 		for j, q := range pools {
@@ -105,6 +129,10 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 				t.Fatalf("step %d (%s): pool %d lost machines it did not ask to replace: before %d, after %d, kept %d",
 					step, what, j, before.machines.Len(), states[j].machines.Len(), before.machines.Intersection(states[j].machines).Len())
 			}
+		}
+		if restore != nil {
+			stack.WaitFor(t, 30*time.Second, fmt.Sprintf("step %d (%s): repaired", step, what), restore,
+				func(ok bool) bool { return ok }, func(ok bool) string { return fmt.Sprint(ok) })
 		}
 		// The history says what happened: one more record for a rollout
 		// (with its initiator), none otherwise.

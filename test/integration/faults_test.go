@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/test/stack"
+)
+
+// machineDeploymentOf reads the pool's MachineDeployment.
+func machineDeploymentOf(t *testing.T, p *nodepoolv1.NodePool) *clusterv1.MachineDeployment {
+	t.Helper()
+	md := &clusterv1.MachineDeployment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), md); err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// currentUserData reads the user-data Secret the pool's MachineDeployment
+// references.
+func currentUserData(t *testing.T, p *nodepoolv1.NodePool) *corev1.Secret {
+	t.Helper()
+	md := machineDeploymentOf(t, p)
+	s := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: p.Namespace, Name: ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "")}
+	if err := env.Client.Get(context.Background(), key, s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
+	ctx := context.Background()
+	var handmade *clusterv1.MachineDeployment
+	p := newPoolWith(t, "workers", 1, func(ns string, p *nodepoolv1.NodePool) {
+		handmade = &clusterv1.MachineDeployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name, Labels: map[string]string{"team": "someone-else"}},
+			Spec: clusterv1.MachineDeploymentSpec{
+				ClusterName: clusterName,
+				Replicas:    ptr.To[int32](0),
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: clusterName, "team": "someone-else"}},
+				Template: clusterv1.MachineTemplateSpec{
+					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName, "team": "someone-else"}},
+					Spec: clusterv1.MachineSpec{
+						ClusterName:       clusterName,
+						Version:           "v1.30.0",
+						Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("someone-elses-data")},
+						InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: p.Spec.InfrastructureTemplateRef.APIGroup, Kind: p.Spec.InfrastructureTemplateRef.Kind, Name: "small"},
+					},
+				},
+			},
+		}
+		mustCreate(t, handmade)
+	})
+	waitFor(t, p, 30*time.Second, "the conflict reported on the pool", func(s state) bool {
+		c := condition(s.pool, nodepoolv1.ConditionReconciliationActive)
+		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonNameConflict && strings.Contains(c.Message, "MachineDeployment workers")
+	})
+	end := time.Now().Add(8 * time.Second)
+	for time.Now().Before(end) {
+		md := machineDeploymentOf(t, p)
+		if ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "") != "someone-elses-data" || md.Spec.Template.Spec.Version != "v1.30.0" ||
+			ptr.Deref(md.Spec.Replicas, -1) != 0 || md.Labels[nodepoolv1.LabelPool] != "" || len(md.OwnerReferences) != 0 {
+			t.Fatalf("the hand-made MachineDeployment was changed: %+v %+v", md.ObjectMeta, md.Spec)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	secretsOfPool := &corev1.SecretList{}
+	if err := env.Client.List(ctx, secretsOfPool, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(secretsOfPool.Items) != 0 {
+		t.Errorf("a pool that cannot run made %d Secrets", len(secretsOfPool.Items))
+	}
+	// Deleting the pool does not hang on, or touch, someone else's objects.
+	if err := env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	stack.WaitFor(t, 30*time.Second, "the pool gone", func() error {
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(p), &nodepoolv1.NodePool{})
+	}, apierrors.IsNotFound, func(err error) string { return fmt.Sprint(err) })
+	if md := machineDeploymentOf(t, p); !md.DeletionTimestamp.IsZero() {
+		t.Error("deleting the pool deleted the hand-made MachineDeployment")
+	}
+}
+
+func TestDeletingTheUserDataSecretOfAPausedPoolRollsNothing(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t, "workers", 2)
+	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	update(t, p, func(p *nodepoolv1.NodePool) {
+		p.Spec.Management.PausedUntil = "true"
+		p.Spec.Release.Version = "v1.36.4"
+	})
+	waitFor(t, p, 30*time.Second, "the version change held by the pause", func(s state) bool {
+		return condition(s.pool, nodepoolv1.ConditionUpdatingVersion).Reason == nodepoolv1.ReasonPaused
+	})
+	ud := currentUserData(t, p)
+	value := ud.Data["value"]
+	if err := env.Client.Delete(ctx, ud); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, p, 30*time.Second, "the deletion reported", func(s state) bool {
+		c := condition(s.pool, nodepoolv1.ConditionBootstrapDataAvailable)
+		return c.Reason == nodepoolv1.ReasonSecretInUse && strings.Contains(c.Message, ud.Name)
+	})
+	holdsFor(t, p, 10*time.Second, "no machine replaced and the rollout still held", func(s state) bool {
+		return s.machines.Equal(before.machines) && condition(s.pool, nodepoolv1.ConditionUpdatingVersion).Reason == nodepoolv1.ReasonPaused
+	})
+	kept := currentUserData(t, p)
+	if kept.DeletionTimestamp.IsZero() || !bytes.Equal(kept.Data["value"], value) {
+		t.Fatalf("the user-data Secret machines boot from must stay as it was while in use: deleting %v", kept.DeletionTimestamp)
+	}
+	scale(t, p, 3)
+	after := waitFor(t, p, rolloutTimeout, "a scale-up boots the running payload", settled(3))
+	if !after.machines.IsSuperset(before.machines) || after.onlyPayload() != before.onlyPayload() {
+		t.Fatalf("scale-up after the delete: before %s, after %s", before, after)
+	}
+	// Resumed, the held rollout runs; the deleted Secret goes once unused.
+	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = "" })
+	waitFor(t, p, 2*rolloutTimeout, "the held version rolled out", func(s state) bool {
+		return settled(3)(s) && s.machines.Intersection(before.machines).Len() == 0 && s.pool.Status.Version == "v1.36.4"
+	})
+	stack.WaitFor(t, 60*time.Second, "the deleted user-data Secret removed once unreferenced", func() error {
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(ud), &corev1.Secret{})
+	}, apierrors.IsNotFound, func(err error) string { return fmt.Sprint(err) })
+}
+
+func TestAnEditedUserDataSecretIsRestored(t *testing.T) {
+	p := newPool(t, "workers", 1)
+	waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	ud := currentUserData(t, p)
+	want := ud.Data["value"]
+	update(t, ud, func(s *corev1.Secret) { s.Data["value"] = []byte(`{"ignition":{"version":"3.4.0"}}`) })
+	stack.WaitFor(t, 30*time.Second, "the user-data restored", func() []byte {
+		return currentUserData(t, p).Data["value"]
+	}, func(v []byte) bool { return bytes.Equal(v, want) }, func(v []byte) string { return string(v) })
+	// A scale-up boots from it.
+	scale(t, p, 2)
+	waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+}
+
+func TestADeletedOwnedSecretSurvivesWhileInUseAndIsProtectedAgain(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t, "workers", 1)
+	waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	list := &corev1.SecretList{}
+	if err := env.Client.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) < 3 {
+		t.Fatalf("want user-data, token and payload Secrets, got %d", len(list.Items))
+	}
+	for i := range list.Items {
+		if s := &list.Items[i]; !controllerutil.ContainsFinalizer(s, nodepoolv1.FinalizerInUse) {
+			t.Errorf("Secret %s lacks the in-use finalizer", s.Name)
+		}
+	}
+	// Deleting the pool removes them all: the finalizer never outlives it.
+	if err := env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	stack.WaitFor(t, rolloutTimeout, "the pool and its Secrets gone", func() int {
+		l := &corev1.SecretList{}
+		if err := env.Client.List(ctx, l, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &nodepoolv1.NodePool{}); !apierrors.IsNotFound(err) {
+			return -1
+		}
+		return len(l.Items)
+	}, func(n int) bool { return n == 0 }, func(n int) string { return fmt.Sprintf("%d Secrets left (-1: pool still there)", n) })
+}
+
+func TestAPayloadTooLargeForASecretIsRefusedAndScalingGoesOn(t *testing.T) {
+	p := newPool(t, "workers", 1)
+	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	// About 760 KiB of incompressible data: the payload keeps it twice
+	// (merged and as a fragment), so its Secret would pass 1 MiB.
+	raw := make([]byte, 570<<10)
+	if _, err := rand.Read(raw); err != nil {
+		t.Fatal(err)
+	}
+	big := fmt.Sprintf(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/big","mode":420,"contents":{"source":"data:;base64,%s"}}]}}`,
+		base64.StdEncoding.EncodeToString(raw))
+	mustCreate(t, stack.ConfigMap(p.Namespace, "big", big))
+	update(t, p, func(p *nodepoolv1.NodePool) {
+		p.Spec.Config = append(p.Spec.Config, nodepoolv1.LocalObjectReference{Name: "big"})
+	})
+	waitFor(t, p, 60*time.Second, "ValidGeneratedPayload False naming the size and the limit", func(s state) bool {
+		c := condition(s.pool, nodepoolv1.ConditionValidGeneratedPayload)
+		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonPayloadTooLarge && strings.Contains(c.Message, "bytes")
+	})
+	update(t, p, func(p *nodepoolv1.NodePool) {
+		p.Spec.NodeLabels = map[string]nodepoolv1.LabelValue{"example.com/role": "big"}
+		p.Spec.Replicas = ptr.To[int32](2)
+	})
+	after := waitFor(t, p, rolloutTimeout, "scale-up and labels still applied", func(s state) bool {
+		return settled(2)(s) && nodesMatch(t, p, func(n *corev1.Node) bool { return n.Labels["example.com/role"] == "big" })
+	})
+	if !after.machines.IsSuperset(before.machines) || after.onlyPayload() != before.onlyPayload() {
+		t.Errorf("a payload too large disturbed the pool: before %s, after %s", before, after)
+	}
+	if !isTrue(after.pool, nodepoolv1.ConditionReconciliationActive) {
+		t.Errorf("ReconciliationActive: %+v", condition(after.pool, nodepoolv1.ConditionReconciliationActive))
+	}
+}
