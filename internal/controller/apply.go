@@ -94,13 +94,28 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	if err := r.syncNodes(ctx, pool, w); err != nil {
 		r.log(pool).Info("node labels and taints not propagated yet", "reason", err.Error())
 	}
+	collected := false
 	for _, name := range plan.Delete {
 		s := w.secretByName(name)
+		if _, ok := w.userData[name]; ok {
+			collected = true
+		}
 		if s == nil {
 			s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pool.Namespace, Name: name}}
 		}
 		if err := r.deleteSecret(ctx, s); err != nil {
 			return fmt.Errorf("cleaning up unreferenced Secret: %w", err)
+		}
+	}
+	// The clones of a rollout become unused with its user-data: they are
+	// looked for when such user-data is collected.
+	if collected {
+		keep := []string{templateName}
+		if plan.MachineDeployment != nil {
+			keep = append(keep, plan.MachineDeployment.TemplateName)
+		}
+		if err := r.cleanupTemplateClones(ctx, pool, w, false, keep...); err != nil {
+			r.log(pool).Info("infrastructure template clones not cleaned up yet", "reason", err.Error())
 		}
 	}
 	return nil

@@ -60,7 +60,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 
 // Reconcile gathers a pool's inputs once, asks the engine for a plan,
@@ -226,6 +226,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	// for garbage collection, so nothing is left behind if it is slow or off.
 	if err := r.deleteOwned(ctx, pool); err != nil {
 		return ctrl.Result{}, err
+	}
+	if err := r.cleanupTemplateClones(ctx, pool, nil, true); err != nil {
+		r.log(pool).Info("infrastructure template clones not deleted", "reason", err.Error())
 	}
 	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
 		r.deleteUpdateSecret(ctx, pool)

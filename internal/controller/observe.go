@@ -16,8 +16,11 @@ import (
 
 // world is what one reconcile observed of a pool, read once.
 type world struct {
-	md       *clusterv1.MachineDeployment
-	ms       *clusterv1.MachineSet
+	md *clusterv1.MachineDeployment
+	ms *clusterv1.MachineSet
+	// sets are the pool's MachineSets (a Replace pool's, of its
+	// MachineDeployment).
+	sets     []clusterv1.MachineSet
 	machines []clusterv1.Machine
 	userData map[string]*corev1.Secret
 	tokens   map[string]*corev1.Secret
@@ -41,7 +44,7 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 		return nil, err
 	}
 	w := &world{md: o.MachineDeployment, ms: o.InPlaceSet, machines: o.Machines, userData: o.UserData, tokens: o.Tokens, decoded: o.DecodedTokens,
-		payloads: o.Payloads, unreadable: o.Unreadable, conflicts: o.Conflicts}
+		payloads: o.Payloads, unreadable: o.Unreadable, conflicts: o.Conflicts, sets: o.MachineSets}
 	in.DeletedInUse = deletedInUse(w)
 	if err := r.observeNodes(ctx, pool, w, in); err != nil {
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())

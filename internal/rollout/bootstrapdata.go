@@ -109,3 +109,27 @@ func planBootstrapData(in Input, p *Plan) {
 	}
 	p.Conditions = append(p.Conditions, c)
 }
+
+// repointMissingPayloads moves a token that serves a payload no Secret
+// holds any more (removed by hand despite its in-use finalizer) to the
+// latest payload: new machines would otherwise get no payload at all.
+func repointMissingPayloads(in Input, p *Plan) {
+	if in.Latest == nil {
+		return
+	}
+	planned := map[string]bool{}
+	for _, pl := range p.Payloads {
+		planned[pl.Hash] = true
+	}
+	for i := range p.Tokens {
+		t := &p.Tokens[i]
+		if _, ok := in.Payloads[t.PayloadHash]; ok || planned[t.PayloadHash] || t.PayloadHash == "" {
+			continue
+		}
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: "PayloadMissing",
+			Message: fmt.Sprintf("payload %s, which token Secret %s serves, is gone: new machines get the latest payload %s instead", payload.Short(t.PayloadHash), t.Name, payload.Short(in.Latest.Hash))})
+		t.PayloadHash = in.Latest.Hash
+		store(in, in.Latest, p)
+		planned[in.Latest.Hash] = true
+	}
+}

@@ -532,3 +532,22 @@ func TestAPayloadTooLargeKeepsEverythingRunning(t *testing.T) {
 		t.Errorf("ValidGeneratedPayload = %+v, want False naming the size and the limit", c)
 	}
 }
+
+func TestATokenWhosePayloadIsGoneServesTheLatestAndSaysSo(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	pinned := in.MachineDeployment.DataSecretName
+	bumpProxyImage(w)
+	in = relatest(t, in, w)
+	in.Payloads = map[string]*payload.Payload{}
+	p := Decide(in)
+	if p.MachineDeployment.DataSecretName != pinned || p.Record != nil {
+		t.Fatalf("a missing payload must roll nothing: target %+v, record %+v", p.MachineDeployment, p.Record)
+	}
+	if tok := targetToken(t, p); tok.PayloadHash != in.Latest.Hash {
+		t.Errorf("token serves %s, want the latest %s", payload.Short(tok.PayloadHash), payload.Short(in.Latest.Hash))
+	}
+	if len(p.Payloads) != 1 || p.Payloads[0].Hash != in.Latest.Hash || !hasEvent(p, "PayloadMissing") {
+		t.Errorf("payloads %d, events %+v: want the latest stored and PayloadMissing", len(p.Payloads), p.Events)
+	}
+}

@@ -44,6 +44,8 @@ func Decide(in Input) Plan {
 		}
 	}
 
+	repointMissingPayloads(in, &p)
+
 	base := target
 	if base == nil {
 		base = running

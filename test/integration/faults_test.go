@@ -20,6 +20,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/sim/simtest"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -44,6 +46,15 @@ func currentUserData(t *testing.T, p *nodepoolv1.NodePool) *corev1.Secret {
 		t.Fatal(err)
 	}
 	return s
+}
+
+func ownedByAPool(o metav1.Object) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind == "NodePool" {
+			return true
+		}
+	}
+	return false
 }
 
 func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
@@ -77,7 +88,7 @@ func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
 	for time.Now().Before(end) {
 		md := machineDeploymentOf(t, p)
 		if ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "") != "someone-elses-data" || md.Spec.Template.Spec.Version != "v1.30.0" ||
-			ptr.Deref(md.Spec.Replicas, -1) != 0 || md.Labels[nodepoolv1.LabelPool] != "" || len(md.OwnerReferences) != 0 {
+			ptr.Deref(md.Spec.Replicas, -1) != 0 || md.Labels[nodepoolv1.LabelPool] != "" || ownedByAPool(md) {
 			t.Fatalf("the hand-made MachineDeployment was changed: %+v %+v", md.ObjectMeta, md.Spec)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -221,4 +232,48 @@ func TestAPayloadTooLargeForASecretIsRefusedAndScalingGoesOn(t *testing.T) {
 	if !isTrue(after.pool, nodepoolv1.ConditionReconciliationActive) {
 		t.Errorf("ReconciliationActive: %+v", condition(after.pool, nodepoolv1.ConditionReconciliationActive))
 	}
+}
+
+// clonesOf lists the pool's infrastructure template clones.
+func clonesOf(t *testing.T, p *nodepoolv1.NodePool) []string {
+	t.Helper()
+	list := &simv1.SimMachineTemplateList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range list.Items {
+		if c.DeletionTimestamp.IsZero() {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func TestTemplateClonesAreCleanedUpByReference(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t, "workers", 1)
+	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	first := clonesOf(t, p)
+	if len(first) != 1 {
+		t.Fatalf("clones %v, want one", first)
+	}
+	if err := simtest.CreateMachineTemplate(ctx, env.Client, p.Namespace, "large", simv1.SimMachineSpec{CPUs: 8}); err != nil {
+		t.Fatal(err)
+	}
+	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.InfrastructureTemplateRef = templateRef("large") })
+	waitFor(t, p, rolloutTimeout, "the machine replaced on the new template", func(s state) bool {
+		return settled(1)(s) && s.machines.Intersection(before.machines).Len() == 0
+	})
+	stack.WaitFor(t, 60*time.Second, "only the new template's clone left", func() []string { return clonesOf(t, p) },
+		func(c []string) bool { return len(c) == 1 && c[0] != first[0] }, func(c []string) string { return fmt.Sprint(c) })
+	if err := env.Client.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	stack.WaitFor(t, rolloutTimeout, "no clone left once the pool is gone", func() []string {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &nodepoolv1.NodePool{}); !apierrors.IsNotFound(err) {
+			return []string{"(pool still there)"}
+		}
+		return clonesOf(t, p)
+	}, func(c []string) bool { return len(c) == 0 }, func(c []string) string { return fmt.Sprint(c) })
 }

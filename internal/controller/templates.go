@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// Infrastructure template clones are named after their content and owned
+// by the pool, but Cluster API adds the Cluster as a second owner, so
+// garbage collection alone would keep them as long as the Cluster lives.
+// They are cleaned up by reference, like the Secrets: a clone goes when
+// neither the MachineDeployment (or InPlace MachineSet) nor any of the
+// pool's MachineSets uses it, it is not the target or the current inputs'
+// clone, and the grace period has passed since it was made.
+
+// cleanupTemplateClones deletes the pool's unreferenced clones of the kind
+// the pool references now; keep names clones that must stay whatever
+// references them (the target's, the current inputs'). all deletes every
+// clone (the pool is being deleted and its machines are gone).
+func (r *Reconciler) cleanupTemplateClones(ctx context.Context, pool *nodepoolv1.NodePool, w *world, all bool, keep ...string) error {
+	ref := pool.Spec.InfrastructureTemplateRef
+	mapping, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return fmt.Errorf("finding the API version of %s.%s: %w", ref.Kind, ref.APIGroup, err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(ref.Kind + "List"))
+	if err := r.APIReader.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
+		return fmt.Errorf("listing the pool's %s clones: %w", ref.Kind, err)
+	}
+	used := map[string]bool{}
+	for _, name := range keep {
+		used[name] = true
+	}
+	if w != nil {
+		if w.md != nil {
+			used[w.md.Spec.Template.Spec.InfrastructureRef.Name] = true
+		}
+		if w.ms != nil {
+			used[w.ms.Spec.Template.Spec.InfrastructureRef.Name] = true
+		}
+		for i := range w.sets {
+			used[w.sets[i].Spec.Template.Spec.InfrastructureRef.Name] = true
+		}
+	}
+	now := r.now()
+	for i := range list.Items {
+		clone := &list.Items[i]
+		if !ownedBy(clone, pool) || (!all && used[clone.GetName()]) {
+			continue
+		}
+		if !all && now.Before(clone.GetCreationTimestamp().Add(r.Settings.CleanupGracePeriod)) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, clone); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting unreferenced %s %s: %w", ref.Kind, clone.GetName(), err)
+		}
+	}
+	return nil
+}
