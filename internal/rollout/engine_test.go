@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -549,5 +550,51 @@ func TestATokenWhosePayloadIsGoneServesTheLatestAndSaysSo(t *testing.T) {
 	}
 	if len(p.Payloads) != 1 || p.Payloads[0].Hash != in.Latest.Hash || !hasEvent(p, "PayloadMissing") {
 		t.Errorf("payloads %d, events %+v: want the latest stored and PayloadMissing", len(p.Payloads), p.Events)
+	}
+}
+
+func TestARotatedPullSecretReachesNewMachinesDuringARollout(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	oldUD := in.MachineDeployment.DataSecretName
+	w.Pool.Spec.Release.Version = "v1.36.4"
+	in = relatest(t, in, w)
+	p := Decide(in)
+	started := targetToken(t, p)
+	newUD := UserData{Name: p.MachineDeployment.DataSecretName, RolloutHash: in.Hashes.Rollout,
+		RolloutWithoutVersion: in.Hashes.RolloutWithoutVersion, Version: "v1.36.4", PayloadHash: started.PayloadHash, Created: t0}
+	in.UserData[newUD.Name] = newUD
+	in.Tokens[started.Name] = Token{Name: started.Name, RolloutHash: newUD.RolloutHash, PayloadHash: started.PayloadHash, RotatedAt: t0, Created: t0}
+	in.Payloads[in.Latest.Hash] = in.Latest
+	in.Referenced[newUD.Name] = true
+	in.MachineDeployment = &MachineDeployment{DataSecretName: newUD.Name, Version: "v1.36.4", RunningDataSecretName: oldUD, Replicas: 4, ReadyReplicas: 3, UpToDateReplicas: 1}
+	in.Pool.Status.Updating = "Version"
+	// The credential rotates mid-rollout (and the proxy image changes).
+	w.PullSecret.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths":{"registry.example":{"auth":"dXNlcjpuZXc="}}}`)
+	bumpProxyImage(w)
+	in.Now = t0.Add(5 * time.Minute)
+	in = relatest(t, in, w)
+	p = Decide(in)
+	tok := targetToken(t, p)
+	if tok.PayloadHash == started.PayloadHash {
+		t.Fatal("the rotated pull secret must reach the machines the rollout still makes")
+	}
+	var served *payload.Payload
+	for _, pl := range p.Payloads {
+		if pl.Hash == tok.PayloadHash {
+			served = pl
+		}
+	}
+	if served == nil {
+		t.Fatal("the payload the token serves is not stored")
+	}
+	startedPayload := in.Payloads[started.PayloadHash]
+	for _, ch := range payload.Diff(startedPayload.Manifest, served.Manifest) {
+		if !ch.Component.IsFresh() {
+			t.Errorf("component %s changed mid-rollout; only fresh components may", ch.Component.Name())
+		}
+	}
+	if p.Record != nil || p.MachineDeployment.DataSecretName != newUD.Name {
+		t.Errorf("a credential rotation must start no rollout: record %+v", p.Record)
 	}
 }

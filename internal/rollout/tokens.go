@@ -9,7 +9,9 @@ import (
 // what a new or replacement machine boots:
 //   - a rollout that starts boots the latest payload;
 //   - a rollout in progress keeps the payload it started with, whatever
-//     the platform changes meanwhile;
+//     the platform changes meanwhile, except its fresh components (a
+//     rotated pull secret, a new trust bundle), which are always current:
+//     a stale credential can stop a machine from booting at all;
 //   - a settled pool follows spec.management.managementUpdates: NewNodes
 //     and Rollout serve the latest payload (Rollout then rolls the drift
 //     through a forced rollout); OnNextRollout serves the running nodes'
@@ -35,7 +37,7 @@ func tokenPointer(in Input, target, running *UserData, started bool, p *Plan) st
 		if current == "" {
 			current = target.PayloadHash
 		}
-		return current
+		return freshen(in, current, p)
 	}
 	if pol := in.Pool.Spec.Management.ManagementUpdates; pol == nodepoolv1.ManagementUpdatesNewNodes || pol == nodepoolv1.ManagementUpdatesRollout {
 		store(in, in.Latest, p)
@@ -87,4 +89,21 @@ func planToken(in Input, name, rolloutHash, pointer string, p *Plan) {
 		return
 	}
 	p.Tokens = append(p.Tokens, TokenAction{Name: name, RolloutHash: rolloutHash, PayloadHash: pointer, Create: !exists, Rotate: rotate})
+}
+
+// freshen returns the payload a new machine of a rollout in progress boots:
+// the one its token serves (hash) with the fresh components of the latest
+// inputs. It is hash itself when nothing fresh changed, or when hash is not
+// stored (nothing to compose from).
+func freshen(in Input, hash string, p *Plan) string {
+	base, ok := in.Payloads[hash]
+	if !ok {
+		return hash
+	}
+	composed, err := payload.ComposePinned(base, in.Latest)
+	if err != nil || composed.Hash == hash {
+		return hash
+	}
+	store(in, composed, p)
+	return composed.Hash
 }

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// A reconcile that wrote a rollout's record and then crashed (or ran on a
+// MachineDeployment read from a stale cache) decides the same rollout
+// again: the record is recognised, not written twice, and not superseded.
+func TestARolloutDecidedTwiceIsRecordedOnce(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nodepoolv1.AddToScheme(scheme)
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers", UID: "pool-uid"}}
+	pool.SetGroupVersionKind(nodepoolv1.GroupVersion.WithKind("NodePool"))
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	first := rollout.Plan{Record: &rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0}}
+	second := rollout.Plan{Record: &rollout.Record{Initiator: rollout.InitiatorVersion, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Minute)}}
+	for _, plan := range []rollout.Plan{first, second, second, second} {
+		if err := r.recordHistory(ctx, pool, nil, plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	history.Sort(list.Items)
+	if len(list.Items) != 2 {
+		t.Fatalf("%d revisions, want 2 (one per rollout)", len(list.Items))
+	}
+	if got := list.Items[0].Annotations[history.AnnotationOutcome]; got != history.OutcomeSuperseded {
+		t.Errorf("first rollout outcome %q, want Superseded", got)
+	}
+	if got := list.Items[1].Annotations[history.AnnotationOutcome]; got != history.OutcomeInProgress {
+		t.Errorf("second rollout outcome %q, want InProgress (recognised, not superseded by itself)", got)
+	}
+	// The same rollout hash forced again later is a new rollout.
+	at := t0.Add(time.Hour)
+	forced := rollout.Plan{Record: &rollout.Record{Initiator: rollout.InitiatorRestart, RolloutHash: "b", PayloadHash: "q", Started: at, ForcedAt: &at}}
+	if err := r.recordHistory(ctx, pool, nil, forced); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 3 {
+		t.Errorf("%d revisions, want 3 after a forced rollout", len(list.Items))
+	}
+}
