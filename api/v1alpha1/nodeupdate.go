@@ -41,6 +41,11 @@ const (
 	// with it: Draining, then Updating; absent when no update is in
 	// progress on the Node.
 	AnnotationUpdatePhase = "update.nodepool.dev/phase"
+	// AnnotationUpdateRequestedAt on a Node is when the controller last
+	// asked its agent for a payload: an agent that has not answered Done
+	// or Degraded within the controller's node agent timeout holds the
+	// update as Degraded.
+	AnnotationUpdateRequestedAt = "update.nodepool.dev/requested-at"
 	// AnnotationUpdateStartedAt on a Node is when the controller cordoned
 	// it for the update (RFC3339); the pool's drain timeout counts from it.
 	AnnotationUpdateStartedAt = "update.nodepool.dev/started-at"

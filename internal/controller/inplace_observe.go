@@ -50,6 +50,9 @@ func (r *Reconciler) observeInPlace(ctx context.Context, pool *nodepoolv1.NodePo
 		if t, err := time.Parse(time.RFC3339, a[nodepoolv1.AnnotationUpdateStartedAt]); err == nil {
 			im.StartedAt = t
 		}
+		if t, err := time.Parse(time.RFC3339, a[nodepoolv1.AnnotationUpdateRequestedAt]); err == nil {
+			im.RequestedAt = t
+		}
 		im.Desired, im.Current = a[nodepoolv1.AnnotationDesiredPayload], a[nodepoolv1.AnnotationNodeCurrentPayload]
 		im.State, im.Message = a[nodepoolv1.AnnotationUpdateState], a[nodepoolv1.AnnotationUpdateMessage]
 		if im.Phase == nodepoolv1.UpdatePhaseDraining {

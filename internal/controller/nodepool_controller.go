@@ -82,7 +82,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	before := pool.DeepCopy()
 
-	in := rollout.Input{Pool: pool, Now: r.now(), Settings: rollout.Settings{TokenTTL: r.Settings.TokenTTL, CleanupGracePeriod: r.Settings.CleanupGracePeriod}}
+	in := rollout.Input{Pool: pool, Now: r.now(), Settings: rollout.Settings{TokenTTL: r.Settings.TokenTTL,
+		CleanupGracePeriod: r.Settings.CleanupGracePeriod, NodeAgentTimeout: r.Settings.NodeAgentTimeout}}
 	gathered, err := observe.Latest(ctx, r.APIReader, pool, r.Settings.Inputs, &in)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -107,7 +108,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		applyErr = r.apply(ctx, pool, gathered, in.TemplateName, w, plan)
 	}
 	if applyErr != nil {
-		observeReconcileError(pool, "apply")
+		stage := "apply"
+		if isConflict(applyErr) {
+			stage = "conflict"
+		}
+		observeReconcileError(pool, stage)
 	}
 
 	for k, v := range plan.Annotations {

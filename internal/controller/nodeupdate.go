@@ -101,6 +101,7 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 			ann[nodepoolv1.AnnotationUpdatePhase] = nodepoolv1.UpdatePhaseUpdating
 			ann[nodepoolv1.AnnotationDesiredPayload] = a.Payload
 			ann[nodepoolv1.AnnotationUpdateSecret] = r.Settings.NodeUpdateNamespace + "/" + updateSecretName(pool)
+			ann[nodepoolv1.AnnotationUpdateRequestedAt] = now
 		case rollout.StepFinish:
 			if err := r.recordMachineUpdated(ctx, w, a, now); err != nil {
 				return err
@@ -110,6 +111,7 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 			}
 			delete(ann, nodepoolv1.AnnotationUpdatePhase)
 			delete(ann, nodepoolv1.AnnotationUpdateStartedAt)
+			delete(ann, nodepoolv1.AnnotationUpdateRequestedAt)
 			delete(ann, nodepoolv1.AnnotationWasUnschedulable)
 		}
 		if err := c.Patch(ctx, updated, client.MergeFrom(node)); err != nil {

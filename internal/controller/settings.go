@@ -26,6 +26,10 @@ type Settings struct {
 	ResyncPeriod time.Duration
 	// HistoryLimit is how many rollout revisions a pool keeps. Default 10.
 	HistoryLimit int
+	// NodeAgentTimeout is how long an InPlace node's agent may take to
+	// finish an update before the pool's update holds as Degraded; 0 waits
+	// forever. Default 30m.
+	NodeAgentTimeout time.Duration
 	// NodeUpdateNamespace is the namespace of each workload cluster where
 	// the controller writes the Secret InPlace pools' node agents fetch
 	// their update with. Default kube-system.
@@ -45,6 +49,9 @@ func (s *Settings) Default() {
 	}
 	if s.ResyncPeriod == 0 {
 		s.ResyncPeriod = 5 * time.Minute
+	}
+	if s.NodeAgentTimeout == 0 {
+		s.NodeAgentTimeout = 30 * time.Minute
 	}
 	if s.HistoryLimit == 0 {
 		s.HistoryLimit = 10

@@ -45,8 +45,10 @@ type InPlaceMachine struct {
 	Unschedulable bool
 	// Phase, StartedAt and WasUnschedulable are the controller's progress
 	// with the Node (AnnotationUpdatePhase and friends).
-	Phase            string
-	StartedAt        time.Time
+	Phase     string
+	StartedAt time.Time
+	// RequestedAt is when the controller last asked the agent for a payload.
+	RequestedAt      time.Time
 	WasUnschedulable bool
 	// Desired, Current, State and Message are the node update protocol's
 	// annotations.
@@ -122,6 +124,11 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 		busy++
 		if m.Phase == nodepoolv1.UpdatePhaseUpdating && m.State == nodepoolv1.UpdateStateDegraded {
 			degraded = append(degraded, fmt.Sprintf("node %s: %s", m.Node, orDefault(m.Message, "the node agent reports Degraded")))
+		} else if agentSilent(in, m) {
+			// It keeps its slot (it stays cordoned) and stops the rest:
+			// a node that never answers must not free capacity for more.
+			degraded = append(degraded, fmt.Sprintf("node %s: its node agent has not finished the update within %s (state %q): check the agent, or change the pool to retry",
+				m.Node, in.Settings.NodeAgentTimeout, orDefault(m.State, "none")))
 		}
 	}
 	halted := len(degraded) > 0
@@ -208,6 +215,13 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 	}
 	p.UpdateInProgress = busy > 0
 	explainInPlace(degraded, blocked, waiting, p)
+}
+
+// agentSilent reports whether a node's agent has been asked for a payload
+// longer than the node agent timeout ago without answering Done.
+func agentSilent(in Input, m InPlaceMachine) bool {
+	return m.Phase == nodepoolv1.UpdatePhaseUpdating && in.Settings.NodeAgentTimeout > 0 && !m.RequestedAt.IsZero() &&
+		m.State != nodepoolv1.UpdateStateDone && !in.Now.Before(m.RequestedAt.Add(in.Settings.NodeAgentTimeout))
 }
 
 // due reports whether a machine's node needs an in-place update.

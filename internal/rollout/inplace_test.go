@@ -92,12 +92,18 @@ func TestInPlaceUpdates(t *testing.T) {
 			machines: []InPlaceMachine{machine("a", updated), machine("b", updated, func(m *InPlaceMachine) { m.UpdatedAt = t0 })}, max: 2,
 			forcedAt: ptrTime(t0.Add(-time.Second)),
 			want:     []string{"Start a"}},
+		{name: "a node agent that never answers holds the update as Degraded and keeps its slot",
+			machines: []InPlaceMachine{machine("a", updating("p-new", "", "", ""), func(m *InPlaceMachine) { m.RequestedAt = t0.Add(-time.Hour) }), machine("b")}, max: 2,
+			reason: nodepoolv1.ReasonNodeUpdateDegraded, message: "node a-node: its node agent has not finished the update within 30m0s"},
+		{name: "a node agent still within its time is waited for",
+			machines: []InPlaceMachine{machine("a", updating("p-new", "", nodepoolv1.UpdateStateWorking, ""), func(m *InPlaceMachine) { m.RequestedAt = t0.Add(-time.Minute) })}, max: 1,
+			message: "node a-node: Working"},
 		{name: "a Done node whose current payload is still old is not finished",
 			machines: []InPlaceMachine{machine("a", updating("p-new", "p-old", nodepoolv1.UpdateStateDone, ""))}, max: 1,
 			message: "node a-node: Done"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Pool: &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "workers"}}, Now: t0,
+			in := Input{Pool: &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "workers"}}, Now: t0, Settings: Settings{NodeAgentTimeout: 30 * time.Minute},
 				InPlace: &InPlace{Machines: tc.machines, MaxUnavailable: tc.max, DrainTimeout: tc.drainTimeout}}
 			p := Plan{
 				Tokens:            []TokenAction{{Name: tokenName, RolloutHash: "new", PayloadHash: "p-new"}},

@@ -55,6 +55,10 @@ type Settings struct {
 	TokenTTL time.Duration
 	// CleanupGracePeriod is how long an unreferenced Secret is kept.
 	CleanupGracePeriod time.Duration
+	// NodeAgentTimeout is how long an InPlace node's agent may take to
+	// finish an update it was asked for before the update holds as
+	// Degraded; 0 waits forever.
+	NodeAgentTimeout time.Duration
 }
 
 // MachineDeployment is the observed state of the pool's MachineDeployment.
