@@ -30,7 +30,7 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
   kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			when, what := o.now().UTC().Truncate(time.Second), "restarted"
+			when, what := forcedNow(o.now()), "restarted"
 			if at != "" {
 				t, err := timeFlag("at", at)
 				if err != nil {
@@ -170,7 +170,7 @@ replace every machine for nothing; --force does it anyway.`,
 			if len(pending) == 0 && !force {
 				return fmt.Errorf("%s has no pending platform changes (status.pendingManagementChanges is empty): nothing to apply; use kubectl nodepool rollout restart to replace every machine anyway, or --force", poolRef(pool))
 			}
-			at := o.now().UTC().Truncate(time.Second).Format(time.RFC3339)
+			at := forcedNow(o.now()).Format(time.RFC3339)
 			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", func(p *nodepoolv1.NodePool) {
 				if p.Annotations == nil {
 					p.Annotations = map[string]string{}
@@ -206,8 +206,10 @@ func (o *Options) warnPaused(pool *nodepoolv1.NodePool) {
 	until, paused := rollout.PausedUntil(pool, o.now())
 	switch {
 	case !paused:
+	case until.IsZero() && pool.Spec.Management.PausedUntil == "true":
+		fmt.Fprintf(o.ErrOut, "Warning: %s is paused: the rollout starts when it is resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Name)
 	case until.IsZero():
-		fmt.Fprintf(o.ErrOut, "Warning: %s is paused (spec.management.pausedUntil %q): the rollout starts when it is resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Spec.Management.PausedUntil, pool.Name)
+		fmt.Fprintf(o.ErrOut, "Warning: %s is held as paused (spec.management.pausedUntil %q is not an RFC3339 time): the rollout starts when it is corrected or resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Spec.Management.PausedUntil, pool.Name)
 	default:
 		fmt.Fprintf(o.ErrOut, "Warning: %s is paused until %s: the rollout starts then\n", poolRef(pool), until.UTC().Format(time.RFC3339))
 	}
@@ -222,6 +224,15 @@ func (o *Options) done(pool *nodepoolv1.NodePool, format string, args ...any) er
 	}
 	_, err := fmt.Fprintf(o.out(), format, args...)
 	return err
+}
+
+// forcedNow is the time a forced rollout "now" is written with: the next
+// whole second. Cluster API compares spec.rollout.after with MachineSet
+// creation times, which have a resolution of a second, and keeps a
+// MachineSet created in that very second; a second ahead is after every
+// machine that exists now, so each of them is replaced.
+func forcedNow(now time.Time) time.Time {
+	return now.UTC().Truncate(time.Second).Add(time.Second)
 }
 
 // timeFlag parses the value of a time flag: RFC3339, in UTC, to the second
