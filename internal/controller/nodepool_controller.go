@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -45,8 +47,14 @@ type Reconciler struct {
 	// Clock returns now; nil means time.Now. Tests move time with it.
 	Clock func() time.Time
 
+	// Cache is the manager's cache, for the watches of referenced
+	// infrastructure template kinds (started as pools reference them).
+	Cache cache.Cache
+
 	// controller watches the Nodes of InPlace pools' workload clusters.
 	controller controller.Controller
+	// watchedTemplates holds the template kinds watched already.
+	watchedTemplates sync.Map
 }
 
 // +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools,verbs=get;list;watch;update;patch
@@ -89,6 +97,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 
+	if gathered != nil {
+		if err := r.watchTemplates(gathered.InfrastructureTemplate); err != nil {
+			log.V(1).Info("template edits are seen at the next resync", "reason", err.Error())
+		}
+	}
 	w, err := r.observe(ctx, pool, &in)
 	if err != nil {
 		return ctrl.Result{}, err

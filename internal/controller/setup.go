@@ -67,6 +67,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	r := &Reconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
+		Cache:        mgr.GetCache(),
 		ClusterCache: cc,
 		Recorder:     mgr.GetEventRecorder("nodepool-controller"),
 		Settings:     settings,

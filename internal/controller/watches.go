@@ -2,6 +2,11 @@ package controller
 
 import (
 	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -102,4 +107,36 @@ func (r *Reconciler) nodeToPool(ctx context.Context, o client.Object) []reconcil
 		return nil
 	}
 	return byPoolLabel(ctx, m)
+}
+
+// watchTemplates makes an edit of the infrastructure template a pool
+// references wake the pool at once (not at the next resync): the kind is
+// only known from the pools, so its watch starts with the first pool that
+// references it. The pool's own clones are not watched.
+func (r *Reconciler) watchTemplates(t inputs.TemplateInput) error {
+	if r.controller == nil || r.Cache == nil || t.Kind == "" {
+		return nil
+	}
+	gvk := schema.GroupVersionKind{Group: t.APIGroup, Version: t.Version, Kind: t.Kind}
+	if _, seen := r.watchedTemplates.LoadOrStore(gvk, true); seen {
+		return nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	notClone := predicate.NewTypedPredicateFuncs(func(o *unstructured.Unstructured) bool {
+		_, clone := o.GetLabels()[nodepoolv1.LabelPool]
+		return !clone
+	})
+	err := r.controller.Watch(source.Kind(r.Cache, obj, handler.TypedEnqueueRequestsFromMapFunc(
+		func(ctx context.Context, o *unstructured.Unstructured) []reconcile.Request {
+			return r.pools(ctx, o.GetNamespace(), func(p *nodepoolv1.NodePool) bool {
+				ref := p.Spec.InfrastructureTemplateRef
+				return ref.Name == o.GetName() && ref.Kind == gvk.Kind && ref.APIGroup == gvk.Group
+			})
+		}), notClone))
+	if err != nil {
+		r.watchedTemplates.Delete(gvk)
+		return fmt.Errorf("watching %s: %w", gvk, err)
+	}
+	return nil
 }

@@ -277,3 +277,22 @@ func TestTemplateClonesAreCleanedUpByReference(t *testing.T) {
 		return clonesOf(t, p)
 	}, func(c []string) bool { return len(c) == 0 }, func(c []string) string { return fmt.Sprint(c) })
 }
+
+func TestAnInPlaceEditOfTheReferencedTemplateRollsWithoutWaitingForAResync(t *testing.T) {
+	ctx := context.Background()
+	slow := settings
+	slow.ResyncPeriod = 10 * time.Minute
+	restartController(t, slow)
+	defer restartController(t, settings)
+	p := newPool(t, "workers", 1)
+	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	tmpl := &simv1.SimMachineTemplate{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: "small"}, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	update(t, tmpl, func(m *simv1.SimMachineTemplate) { m.Spec.Template.Spec.CPUs = 4 })
+	// Well under the 10 minute resync: only the watch can have woken it.
+	waitFor(t, p, 90*time.Second, "the machine replaced on the edited template", func(s state) bool {
+		return settled(1)(s) && s.machines.Intersection(before.machines).Len() == 0
+	})
+}
