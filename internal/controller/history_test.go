@@ -6,13 +6,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/rollout"
 )
@@ -21,11 +17,7 @@ import (
 // MachineDeployment read from a stale cache) decides the same rollout
 // again: the record is recognised, not written twice, and not superseded.
 func TestARolloutDecidedTwiceIsRecordedOnce(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = nodepoolv1.AddToScheme(scheme)
-	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers", UID: "pool-uid"}}
-	pool.SetGroupVersionKind(nodepoolv1.GroupVersion.WithKind("NodePool"))
+	scheme, pool := testPool()
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
 	ctx := context.Background()

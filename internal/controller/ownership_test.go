@@ -17,11 +17,7 @@ import (
 )
 
 func TestCreateOwnedNeverAdoptsAnotherOwnersObject(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = nodepoolv1.AddToScheme(scheme)
-	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers", UID: "pool-uid"}}
-	pool.SetGroupVersionKind(nodepoolv1.GroupVersion.WithKind("NodePool"))
+	scheme, pool := testPool()
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-token-abc"}, Data: map[string][]byte{"k": []byte("theirs")}}
 	ours := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-payload-abc"}}
 	if err := controllerutil.SetControllerReference(pool, ours, scheme); err != nil {
@@ -48,4 +44,15 @@ func TestCreateOwnedNeverAdoptsAnotherOwnersObject(t *testing.T) {
 	if err := r.createOwned(ctx, pool, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-userdata-abc"}}, "Secret"); err != nil {
 		t.Errorf("creating a new Secret: %v", err)
 	}
+}
+
+// testPool is a scheme with client-go's and nodepool's types, and a pool
+// ns/workers to own objects.
+func testPool() (*runtime.Scheme, *nodepoolv1.NodePool) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = nodepoolv1.AddToScheme(scheme)
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers", UID: "pool-uid"}}
+	pool.SetGroupVersionKind(nodepoolv1.GroupVersion.WithKind("NodePool"))
+	return scheme, pool
 }

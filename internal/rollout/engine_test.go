@@ -266,16 +266,19 @@ func TestPausedPoolDefersAnOwnerChange(t *testing.T) {
 	}
 }
 
-func TestARolloutInProgressKeepsThePayloadItStartedWith(t *testing.T) {
-	w := inputstest.New()
-	in := settled(t, w)
-	oldUD := in.MachineDeployment.DataSecretName
+// halfwayThroughAVersionRollout returns the input of a settled pool whose
+// owner changed the version, once the controller applied the plan and
+// Cluster API is halfway: the running and the new user-data, and the token
+// the rollout started with.
+func halfwayThroughAVersionRollout(t *testing.T, w *inputstest.World) (in Input, oldUD string, newUD UserData, started TokenAction) {
+	t.Helper()
+	in = settled(t, w)
+	oldUD = in.MachineDeployment.DataSecretName
 	w.Pool.Spec.Release.Version = "v1.36.4"
 	in = relatest(t, in, w)
 	p := Decide(in)
-	started := targetToken(t, p)
-	// The controller applied the plan; CAPI is halfway.
-	newUD := UserData{Name: p.MachineDeployment.DataSecretName, RolloutHash: in.Hashes.Rollout,
+	started = targetToken(t, p)
+	newUD = UserData{Name: p.MachineDeployment.DataSecretName, RolloutHash: in.Hashes.Rollout,
 		RolloutWithoutVersion: in.Hashes.RolloutWithoutVersion, Version: "v1.36.4", PayloadHash: started.PayloadHash, Created: t0}
 	in.UserData[newUD.Name] = newUD
 	in.Tokens[started.Name] = Token{Name: started.Name, RolloutHash: newUD.RolloutHash, PayloadHash: started.PayloadHash, RotatedAt: t0, Created: t0}
@@ -283,11 +286,17 @@ func TestARolloutInProgressKeepsThePayloadItStartedWith(t *testing.T) {
 	in.Referenced[newUD.Name] = true
 	in.MachineDeployment = &MachineDeployment{DataSecretName: newUD.Name, Version: "v1.36.4", RunningDataSecretName: oldUD, Replicas: 4, ReadyReplicas: 3, UpToDateReplicas: 1}
 	in.Pool.Status.Updating = "Version"
+	return in, oldUD, newUD, started
+}
+
+func TestARolloutInProgressKeepsThePayloadItStartedWith(t *testing.T) {
+	w := inputstest.New()
+	in, oldUD, newUD, started := halfwayThroughAVersionRollout(t, w)
 	// The platform bumps the proxy image mid-rollout.
 	w.Management.Data[inputs.ManagementConfigKey] = strings.Replace(w.Management.Data[inputs.ManagementConfigKey], "sha256:aaaa", "sha256:cccc", 1)
 	in.Now = t0.Add(5 * time.Minute)
 	in = relatest(t, in, w)
-	p = Decide(in)
+	p := Decide(in)
 	if p.MachineDeployment.DataSecretName != newUD.Name {
 		t.Fatal("a management change must not supersede a rollout")
 	}
@@ -555,26 +564,13 @@ func TestATokenWhosePayloadIsGoneServesTheLatestAndSaysSo(t *testing.T) {
 
 func TestARotatedPullSecretReachesNewMachinesDuringARollout(t *testing.T) {
 	w := inputstest.New()
-	in := settled(t, w)
-	oldUD := in.MachineDeployment.DataSecretName
-	w.Pool.Spec.Release.Version = "v1.36.4"
-	in = relatest(t, in, w)
-	p := Decide(in)
-	started := targetToken(t, p)
-	newUD := UserData{Name: p.MachineDeployment.DataSecretName, RolloutHash: in.Hashes.Rollout,
-		RolloutWithoutVersion: in.Hashes.RolloutWithoutVersion, Version: "v1.36.4", PayloadHash: started.PayloadHash, Created: t0}
-	in.UserData[newUD.Name] = newUD
-	in.Tokens[started.Name] = Token{Name: started.Name, RolloutHash: newUD.RolloutHash, PayloadHash: started.PayloadHash, RotatedAt: t0, Created: t0}
-	in.Payloads[in.Latest.Hash] = in.Latest
-	in.Referenced[newUD.Name] = true
-	in.MachineDeployment = &MachineDeployment{DataSecretName: newUD.Name, Version: "v1.36.4", RunningDataSecretName: oldUD, Replicas: 4, ReadyReplicas: 3, UpToDateReplicas: 1}
-	in.Pool.Status.Updating = "Version"
+	in, _, newUD, started := halfwayThroughAVersionRollout(t, w)
 	// The credential rotates mid-rollout (and the proxy image changes).
 	w.PullSecret.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths":{"registry.example":{"auth":"dXNlcjpuZXc="}}}`)
 	bumpProxyImage(w)
 	in.Now = t0.Add(5 * time.Minute)
 	in = relatest(t, in, w)
-	p = Decide(in)
+	p := Decide(in)
 	tok := targetToken(t, p)
 	if tok.PayloadHash == started.PayloadHash {
 		t.Fatal("the rotated pull secret must reach the machines the rollout still makes")
