@@ -251,7 +251,7 @@ func TestInvalidSecretsAreNotServed(t *testing.T) {
 	if err := e.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	brokenPayload := createTokenSecret(t, e.Client, ns, "broken-payload", "broken-payload-token", p.Hash)
+	brokenPayload := createTokenSecret(t, e.Client, ns, "broken-payload", "broken-payload-token", p.Hash, "")
 
 	// A token Secret edited into an invalid state stops serving.
 	good := createPool(t, e.Client, ns, "edited", 1<<10)

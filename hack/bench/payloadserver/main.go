@@ -7,10 +7,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +26,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/payloadserver"
 	"nodepool.dev/nodepool/internal/payloadserver/testpki"
 	"nodepool.dev/nodepool/internal/secrets"
@@ -79,13 +79,17 @@ func run(size int, duration, warmup time.Duration, rounds int, levels []int) err
 	if err != nil {
 		return err
 	}
-	ignition := payloadOf(size)
+	pl, err := composed(size)
+	if err != nil {
+		return err
+	}
+	ignition := pl.Ignition
 	token, err := secrets.GenerateToken()
 	if err != nil {
 		return err
 	}
 
-	ours, err := startPayloadServer(ignition, token, &cert)
+	ours, err := startPayloadServer(pl, token, &cert)
 	if err != nil {
 		return err
 	}
@@ -175,19 +179,36 @@ func payloadOf(size int) []byte {
 	return out
 }
 
+// composed is a payload of about size bytes composed as the controller
+// composes one (the payload server serves nothing else): its user-configs
+// fragment is payloadOf(size), the other fragments are empty.
+func composed(size int) (secrets.Payload, error) {
+	frags := map[inputs.Component][]byte{}
+	for _, c := range inputs.Components() {
+		frags[c] = []byte(`{"ignition":{"version":"3.5.0"}}`)
+	}
+	frags[inputs.UserConfigs] = payloadOf(size)
+	p, err := payload.Compose("bench", frags)
+	if err != nil {
+		return secrets.Payload{}, fmt.Errorf("composing the benchmark payload: %w", err)
+	}
+	out := secrets.Payload{Pool: "bench", Hash: p.Hash, Ignition: p.Ignition, Manifest: map[string]string{}, Fragments: map[string][]byte{}}
+	for c, f := range p.Fragments {
+		out.Manifest[c.Name()] = p.Manifest[c]
+		out.Fragments[c.Name()] = f
+	}
+	return out, nil
+}
+
 // startPayloadServer serves the payload server's handler, TLS configuration
 // and http.Server settings over an index holding one pool.
-func startPayloadServer(ignition []byte, token string, cert *tls.Certificate) (target, error) {
+func startPayloadServer(p secrets.Payload, token string, cert *tls.Certificate) (target, error) {
 	ix := payloadserver.NewIndex()
-	hash := strings.Repeat("ab", 32)
-	frag := []byte(`{"ignition":{"version":"3.5.0"}}`)
-	p := secrets.Payload{Pool: "bench", Hash: hash, Ignition: ignition,
-		Manifest: map[string]string{"release": digest(frag)}, Fragments: map[string][]byte{"release": frag}}
 	ps, err := secrets.NewPayloadSecret("bench", "bench-payload", p)
 	if err != nil {
 		return target{}, err
 	}
-	ts, err := secrets.NewTokenSecret("bench", "bench-token", secrets.Token{Pool: "bench", Current: token, RotatedAt: time.Now(), PayloadHash: hash})
+	ts, err := secrets.NewTokenSecret("bench", "bench-token", secrets.Token{Pool: "bench", Current: token, RotatedAt: time.Now(), PayloadHash: p.Hash})
 	if err != nil {
 		return target{}, err
 	}
@@ -340,9 +361,4 @@ func window(url string, tr *http.Transport, clients int, token string, want []by
 		return err
 	}
 	return nil
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
