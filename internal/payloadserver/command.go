@@ -52,6 +52,12 @@ once, without content. One payload inflates to at most --max-payload-bytes,
 a pool has at most --max-payloads-per-pool indexed, and all of them hold at
 most --max-index-bytes (gauge nodepool_payload_server_index_bytes).
 
+A source (remote IP) failing token attempts faster than
+--failed-attempts-per-second (after --failed-attempts-burst) gets its 511s
+late, up to --max-failure-delay each; a request with a valid token is never
+delayed. Slow or oversized request headers are cut by --read-header-timeout
+and --max-header-bytes.
+
 The first successful fetch with a token Secret's tokens is recorded on it
 once, as the annotation nodepool.dev/first-fetch. The server needs get, list,
 watch and patch on Secrets (in --namespace and --namespaces, or in every
@@ -92,6 +98,9 @@ namespace).`,
 	f.DurationVar(&opts.WriteTimeout, "write-timeout", DefaultWriteTimeout, "time to write a response, from the end of the request headers")
 	f.DurationVar(&opts.IdleTimeout, "idle-timeout", DefaultIdleTimeout, "time an idle keep-alive connection stays open")
 	f.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", DefaultMaxHeaderBytes, "largest request header accepted; larger ones get 431")
+	f.Float64Var(&opts.Failures.PerSecond, "failed-attempts-per-second", DefaultFailuresPerSecond, "failed token attempts per second one source (remote IP) may make before its failures are answered late")
+	f.IntVar(&opts.Failures.Burst, "failed-attempts-burst", DefaultFailureBurst, "failed token attempts one source may make at once before the rate applies")
+	f.DurationVar(&opts.Failures.MaxDelay, "max-failure-delay", DefaultMaxFailureDelay, "longest delay of one failed token attempt")
 	_ = cmd.MarkFlagRequired("tls-cert-file")
 	_ = cmd.MarkFlagRequired("tls-private-key-file")
 	gofs := flag.NewFlagSet("zap", flag.ContinueOnError)

@@ -42,6 +42,7 @@ var resultNames = [numResults]string{
 //	nodepool_payload_server_first_fetch_records_total{result} counter: recorded, failed
 //	nodepool_payload_server_ignored_payloads_total{reason}   counter: payload Secrets not served
 //	nodepool_payload_server_index_bytes                      gauge: bytes the indexed payloads hold
+//	nodepool_payload_server_delayed_failures_total           counter: failed token attempts held by the failure limiter
 //
 // "no_token" counts requests without a well-formed bearer token and
 // "unknown_token" well-formed tokens that are not indexed; both got 511.
@@ -51,6 +52,7 @@ type Metrics struct {
 	firstFetchOK    prometheus.Counter
 	firstFetchError prometheus.Counter
 	ignoredPayloads *prometheus.CounterVec
+	delayed         prometheus.Counter
 }
 
 // NewMetrics registers the metrics of a server over index on reg.
@@ -72,6 +74,10 @@ func NewMetrics(reg prometheus.Registerer, index *Index) (*Metrics, error) {
 		Name: "nodepool_payload_server_ignored_payloads_total",
 		Help: "Payload Secrets not served, by reason (invalid, too_large, not_owned, hash_mismatch, content_mismatch, owner_mismatch, pool_limit, index_full); each Secret is counted and logged once.",
 	}, []string{"reason"})
+	delayed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nodepool_payload_server_delayed_failures_total",
+		Help: "Failed token attempts answered late because their source (remote IP) failed faster than the failure limit.",
+	})
 	for _, r := range IgnoredReasons {
 		ignored.WithLabelValues(r)
 	}
@@ -80,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer, index *Index) (*Metrics, error) {
 			func() float64 { return float64(f(index.Stats())) })
 	}
 	cs := []prometheus.Collector{
-		requests, durations, firstFetch, ignored,
+		requests, durations, firstFetch, ignored, delayed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nodepool_payload_server_index_bytes",
 			Help: "Bytes held by the indexed payloads (inflated JSON and gzip).",
@@ -103,6 +109,7 @@ func NewMetrics(reg prometheus.Registerer, index *Index) (*Metrics, error) {
 		firstFetchOK:    firstFetch.WithLabelValues("recorded"),
 		firstFetchError: firstFetch.WithLabelValues("failed"),
 		ignoredPayloads: ignored,
+		delayed:         delayed,
 	}
 	for r := range numResults {
 		m.requests[r] = requests.WithLabelValues(resultNames[r])
@@ -132,4 +139,11 @@ func (m *Metrics) ignored(reason string) {
 		return
 	}
 	m.ignoredPayloads.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) delayedFailure() {
+	if m == nil {
+		return
+	}
+	m.delayed.Inc()
 }

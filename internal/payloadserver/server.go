@@ -55,6 +55,9 @@ type Options struct {
 	// Namespaces restricts the server to the Secrets of these namespaces
 	// (together with Namespace); empty: every namespace.
 	Namespaces []string
+	// Failures limit the rate of failed token attempts per source (remote
+	// IP) before their answers are delayed (defaults for zero values).
+	Failures FailureLimits
 	// Limits bound the index: the inflated size of one payload, the
 	// payloads per pool and the bytes of all payloads (defaults for zero
 	// values). Limits.OnIgnored is the server's own.
@@ -204,7 +207,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Clock != nil {
 		s.recorder.now = opts.Clock
 	}
-	handler := NewHandler(s.index, HandlerOptions{Metrics: metrics, Ready: s.ready.Load, OnFirstFetch: s.recorder.Observe})
+	handler := NewHandler(s.index, HandlerOptions{
+		Metrics: metrics, Ready: s.ready.Load, OnFirstFetch: s.recorder.Observe,
+		Failures: NewFailureLimiter(opts.Failures),
+	})
 	s.https = NewTLSServer(handler, certs.GetCertificate, opts)
 	s.https.ErrorLog = newServerErrorLog(s.log.WithName("https"))
 
