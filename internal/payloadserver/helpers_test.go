@@ -110,7 +110,9 @@ func startServer(t testing.TB, opts Options) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Config = e.Config
+	if opts.Config == nil {
+		opts.Config = e.Config
+	}
 	opts.Address, opts.ProbeAddress = "127.0.0.1:0", "127.0.0.1:0"
 	reg := prometheus.NewRegistry()
 	opts.Registry = reg
