@@ -91,7 +91,9 @@ func inflate(b []byte, limit int) ([]byte, error) {
 	if err := zr.Close(); err != nil {
 		return nil, fmt.Errorf("corrupt gzip: %w", err)
 	}
-	return out, nil
+	// ReadAll's buffer grows past what it holds: the index keeps exactly
+	// the inflated bytes (what IndexStats.Bytes accounts).
+	return bytes.Clone(out), nil
 }
 
 // poolController returns the UID of the NodePool named pool that controls
