@@ -67,8 +67,8 @@ type IndexLimits struct {
 	// MaxPayloadBytes is the largest Ignition config (and fragments) one
 	// payload Secret may inflate to; inflation stops there.
 	MaxPayloadBytes int
-	// MaxPayloadsPerPool is how many payload Secrets of one pool (namespace
-	// and pool name) are indexed at most.
+	// MaxPayloadsPerPool is how many payload Secrets of one pool (namespace,
+	// pool name and controller UID) are indexed at most.
 	MaxPayloadsPerPool int
 	// MaxBytes is the budget of all indexed payloads (IndexStats.Bytes).
 	MaxBytes int64
@@ -103,7 +103,17 @@ func (l IndexLimits) withDefaults() IndexLimits {
 	return l
 }
 
-type poolKey struct{ namespace, pool string }
+// poolKey is what MaxPayloadsPerPool counts: the payloads of a pool under
+// one controller, so Secrets claiming another owner (forged, or of a former
+// incarnation of the pool) do not take the slots of the current one.
+type poolKey struct {
+	namespace, pool string
+	owner           types.UID
+}
+
+func poolKeyOf(pe *payloadEntry) poolKey {
+	return poolKey{pe.key.namespace, pe.key.pool, pe.owner}
+}
 
 // TokenSecretRef identifies a token Secret, incarnation included (a Secret
 // deleted and created again under its name is another one).
@@ -270,11 +280,11 @@ func (ix *Index) Upsert(s *corev1.Secret) error {
 	defer ix.mu.Unlock()
 	ix.deleteLocked(name)
 	if pe != nil {
-		pk := poolKey{pe.key.namespace, pe.key.pool}
+		pk := poolKeyOf(pe)
 		switch {
 		case ix.perPool[pk] >= ix.limits.MaxPayloadsPerPool:
 			pe, err = nil, &IgnoredError{Secret: name, Reason: ReasonPoolLimit, Err: fmt.Errorf(
-				"pool %s/%s has %d payload Secrets indexed already, the limit", pk.namespace, pk.pool, ix.limits.MaxPayloadsPerPool)}
+				"pool %s/%s has %d payload Secrets of its controller (UID %q) indexed already, the limit", pk.namespace, pk.pool, ix.limits.MaxPayloadsPerPool, pk.owner)}
 		case ix.bytes+pe.bytes > ix.limits.MaxBytes:
 			pe, err = nil, &IgnoredError{Secret: name, Reason: ReasonIndexFull, Err: fmt.Errorf(
 				"its %d bytes would take the index past its budget of %d bytes (%d held)", pe.bytes, ix.limits.MaxBytes, ix.bytes)}
@@ -298,7 +308,7 @@ func (ix *Index) Upsert(s *corev1.Secret) error {
 	case pe != nil:
 		ix.payloadSecrets[name] = pe
 		ix.payloads[pe.key] = append(ix.payloads[pe.key], pe)
-		ix.perPool[poolKey{pe.key.namespace, pe.key.pool}]++
+		ix.perPool[poolKeyOf(pe)]++
 		ix.bytes += pe.bytes
 	}
 	return err
@@ -365,7 +375,7 @@ func (ix *Index) deleteLocked(name types.NamespacedName) {
 	}
 	if pe, ok := ix.payloadSecrets[name]; ok {
 		delete(ix.payloadSecrets, name)
-		pk := poolKey{pe.key.namespace, pe.key.pool}
+		pk := poolKeyOf(pe)
 		if ix.perPool[pk]--; ix.perPool[pk] <= 0 {
 			delete(ix.perPool, pk)
 		}

@@ -142,6 +142,22 @@ func TestIndexBoundsPayloadsPerPoolAndBytes(t *testing.T) {
 		}
 	})
 
+	t.Run("per pool and controller", func(t *testing.T) {
+		ignored = nil
+		ix := NewIndexWithLimits(IndexLimits{MaxPayloadsPerPool: 1, OnIgnored: onIgnored})
+		for i, owner := range []types.UID{"forged-1", "forged-1", "real"} {
+			s := payloadSecret(t, "n1", fmt.Sprintf("a-%d", i), testPayload("n1", "a", fmt.Sprint(i), 1<<10), "1")
+			controlledBy(s, "a", owner)
+			err := ix.Upsert(s)
+			if (i != 1) != (err == nil) {
+				t.Fatalf("payload %d of controller %s: %v", i, owner, err)
+			}
+		}
+		if got := reasons(); len(got) != 1 || got[0] != ReasonPoolLimit {
+			t.Fatalf("ignored %v: Secrets of another controller took the pool's slots", got)
+		}
+	})
+
 	t.Run("bytes", func(t *testing.T) {
 		ignored = nil
 		one := testPayload("n1", "a", "0", 64<<10)
