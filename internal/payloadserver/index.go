@@ -60,6 +60,9 @@ type Index struct {
 	// (owner mismatch), by resource version, so each is reported once.
 	repMu    sync.Mutex
 	reported map[types.NamespacedName]string
+
+	// verdicts are the content checks made by Transform.
+	verdicts verdicts
 }
 
 // IndexLimits bound what an Index holds. Zero values take the defaults.
@@ -272,7 +275,7 @@ func (ix *Index) Upsert(s *corev1.Secret) error {
 	case secrets.KindToken:
 		ts, err = newTokenSecret(s)
 	case secrets.KindPayload:
-		pe, err = verifyPayload(s, ix.limits.MaxPayloadBytes)
+		pe, err = ix.decodePayload(s)
 	default:
 		err = fmt.Errorf("Secret %s has label %s=%q, neither %q nor %q", name, secrets.LabelKind, secrets.KindOf(s), secrets.KindToken, secrets.KindPayload)
 	}
@@ -337,6 +340,7 @@ func (ix *Index) unchanged(name types.NamespacedName, rv string) bool {
 
 // Delete forgets a Secret, whatever its kind.
 func (ix *Index) Delete(name types.NamespacedName) {
+	ix.verdicts.forget(name)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.deleteLocked(name)

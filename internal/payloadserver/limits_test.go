@@ -251,3 +251,77 @@ func TestPayloadRefusedForThePoolLimitIsServedOnceThereIsRoom(t *testing.T) {
 	}
 	waitServes(t, ts, p.token.Current, next.Ignition)
 }
+
+// TestIndexTransformVerifiesOnTheWayIn: the informer's transform checks a
+// payload Secret's content and drops its fragments and manifest; the index
+// serves the stripped object by that verdict, for that version only.
+func TestIndexTransformVerifiesOnTheWayIn(t *testing.T) {
+	var ignored []string
+	ix := NewIndexWithLimits(IndexLimits{OnIgnored: func(e *IgnoredError) { ignored = append(ignored, e.Reason) }})
+	p := testPayload("n1", "a", "v1", 8<<10)
+	s := payloadSecret(t, "n1", "a-payload", p, "1")
+	s.UID = "uid-1"
+	if _, err := ix.Transform(s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Data) != 1 || s.Data[secrets.KeyIgnition] == nil {
+		t.Fatalf("the transformed payload Secret keeps %d keys", len(s.Data))
+	}
+	if err := ix.Upsert(s); err != nil {
+		t.Fatalf("the verified, stripped Secret is refused: %v", err)
+	}
+	tok := newToken(t)
+	if err := ix.Upsert(tokenSecretObj(t, "n1", "a-token", secrets.Token{Pool: "a", Current: tok, RotatedAt: time.Now(), PayloadHash: p.Hash}, "1")); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := ix.Lookup(tok); m.Payload == nil || !bytes.Equal(m.Payload.JSON, p.Ignition) {
+		t.Fatal("the verified payload is not served")
+	}
+
+	// Another version of the stripped object, not seen by the transform:
+	// its content cannot be checked, so it is refused.
+	other := s.DeepCopy()
+	other.ResourceVersion = "2"
+	if err := ix.Upsert(other); err == nil {
+		t.Fatal("a stripped Secret without a verdict was indexed")
+	}
+	if m, _ := ix.Lookup(tok); m.Payload != nil {
+		t.Fatal("a stripped Secret without a verdict is served")
+	}
+
+	// A forgery is refused by the transform, for the reason it found, and
+	// the cache keeps none of its data.
+	forged := payloadSecret(t, "n1", "aaa-forged", p, "3")
+	forged.UID = "uid-2"
+	forged.Data[secrets.KeyIgnition] = secrets.Gzip(composePayload("a", forgedMarker, 1<<10).Ignition)
+	if _, err := ix.Transform(forged); err != nil {
+		t.Fatal(err)
+	}
+	if len(forged.Data) != 0 {
+		t.Fatalf("the cache keeps %d keys of a refused payload Secret", len(forged.Data))
+	}
+	var ign *IgnoredError
+	if err := ix.Upsert(forged); !errors.As(err, &ign) || ign.Reason != ReasonContentMismatch {
+		t.Fatalf("the forgery: %v, want %s", err, ReasonContentMismatch)
+	}
+	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "aaa-forged"})
+	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-payload"})
+	if len(ix.verdicts.byName) != 0 {
+		t.Fatalf("%d verdicts kept after the Secrets are deleted", len(ix.verdicts.byName))
+	}
+}
+
+func TestIndexTransformIsIdempotent(t *testing.T) {
+	ix := NewIndex()
+	p := testPayload("n1", "a", "v1", 1<<10)
+	s := payloadSecret(t, "n1", "a-payload", p, "1")
+	s.UID = "uid-1"
+	for range 3 {
+		if _, err := ix.Transform(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Upsert(s); err != nil {
+		t.Fatalf("a Secret transformed three times is refused: %v", err)
+	}
+}

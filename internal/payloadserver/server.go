@@ -157,12 +157,23 @@ func New(opts Options) (*Server, error) {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	s := &Server{opts: opts, log: opts.Logger, certs: certs}
+	var metrics *Metrics
+	limits := opts.Limits
+	ignoredLog := s.log.WithName("index")
+	limits.OnIgnored = func(e *IgnoredError) {
+		metrics.ignored(e.Reason)
+		// The error names the Secret and what is wrong, never content.
+		ignoredLog.Error(e.Err, "not serving a payload Secret", "secret", e.Secret, "reason", e.Reason)
+	}
+	s.index = NewIndexWithLimits(limits)
 	cacheOpts := cache.Options{
 		Scheme: scheme,
 		ByObject: map[client.Object]cache.ByObject{
 			// Only labelled Secrets are listed and watched, stripped to
-			// what the index reads.
-			&corev1.Secret{}: {Label: secrets.Selector(), Transform: TransformSecret},
+			// what the index reads; payload Secrets are verified on the
+			// way in and cached without their fragments.
+			&corev1.Secret{}: {Label: secrets.Selector(), Transform: s.index.Transform},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// Nothing else is ever read: a Get of another type must fail
@@ -190,16 +201,7 @@ func New(opts Options) (*Server, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{opts: opts, log: opts.Logger, certs: certs, cache: c, registry: reg}
-	var metrics *Metrics
-	limits := opts.Limits
-	ignoredLog := s.log.WithName("index")
-	limits.OnIgnored = func(e *IgnoredError) {
-		metrics.ignored(e.Reason)
-		// The error names the Secret and what is wrong, never content.
-		ignoredLog.Error(e.Err, "not serving a payload Secret", "secret", e.Secret, "reason", e.Reason)
-	}
-	s.index = NewIndexWithLimits(limits)
+	s.cache, s.registry = c, reg
 	if metrics, err = NewMetrics(reg, s.index); err != nil {
 		return nil, fmt.Errorf("payload server: registering metrics: %w", err)
 	}

@@ -133,6 +133,20 @@ func poolController(obj metav1.Object, pool string) (types.UID, error) {
 // than the NodePool of its pool label is refused here. The Secret's name is
 // not trusted and not checked.
 func verifyPayload(s *corev1.Secret, maxBytes int) (*payloadEntry, error) {
+	pe, err := payloadHeader(s, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkContent(s, pe, maxBytes); err != nil {
+		return nil, err
+	}
+	return pe, nil
+}
+
+// payloadHeader checks what verifyPayload checks but the fragments and
+// manifest (type, labels, annotation, controller, Ignition config within
+// maxBytes), and returns the entry to index.
+func payloadHeader(s *corev1.Secret, maxBytes int) (*payloadEntry, error) {
 	name := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	ignored := func(reason string, err error) (*payloadEntry, error) {
 		return nil, &IgnoredError{Secret: name, Reason: reason, Err: err}
@@ -168,6 +182,23 @@ func verifyPayload(s *corev1.Secret, maxBytes int) (*payloadEntry, error) {
 	if err != nil {
 		return ignored(ReasonInvalid, fmt.Errorf("%s: %w", secrets.KeyIgnition, err))
 	}
+	return &payloadEntry{
+		key:             payloadKey{namespace: s.Namespace, pool: pool, hash: hash},
+		secret:          name,
+		resourceVersion: s.ResourceVersion,
+		owner:           owner,
+		payload:         &Payload{JSON: ign, Gzip: gz},
+		bytes:           int64(len(ign) + len(gz)),
+	}, nil
+}
+
+// checkContent checks that the fragments of s match its manifest and
+// compose into pe's Ignition config under pe's hash.
+func checkContent(s *corev1.Secret, pe *payloadEntry, maxBytes int) error {
+	ignored := func(reason string, err error) error {
+		return &IgnoredError{Secret: pe.secret, Reason: reason, Err: err}
+	}
+	pool, hash, ign := pe.key.pool, pe.key.hash, pe.payload.JSON
 	var manifest map[string]string
 	if err := json.Unmarshal(s.Data[secrets.KeyManifest], &manifest); err != nil || manifest == nil {
 		return ignored(ReasonInvalid, fmt.Errorf("%s is not a JSON object of component digests", secrets.KeyManifest))
@@ -207,14 +238,7 @@ func verifyPayload(s *corev1.Secret, maxBytes int) (*payloadEntry, error) {
 	if !bytes.Equal(composed.Ignition, ign) {
 		return ignored(ReasonContentMismatch, fmt.Errorf("%s is not the composition of its fragments", secrets.KeyIgnition))
 	}
-	return &payloadEntry{
-		key:             payloadKey{namespace: s.Namespace, pool: pool, hash: hash},
-		secret:          name,
-		resourceVersion: s.ResourceVersion,
-		owner:           owner,
-		payload:         &Payload{JSON: ign, Gzip: gz},
-		bytes:           int64(len(ign) + len(gz)),
-	}, nil
+	return nil
 }
 
 // keptData lists the data keys the server reads, by kind.

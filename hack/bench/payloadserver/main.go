@@ -45,11 +45,12 @@ func main() {
 		attackers   = flag.Int("attackers", 1000, "concurrent connections sending the failed attempts")
 		failDelay   = flag.Duration("failure-max-delay", payloadserver.DefaultMaxFailureDelay, "the failure limiter's longest delay during the comparison (the server's default; a short one, such as 10ms, keeps the attacker busiest)")
 		indexPools  = flag.Int("index-pools", 0, "instead of the throughput benchmark, index this many pools of -size payloads and print the index's accounting and the heap")
+		gomemlimit  = flag.String("gomemlimit", "900MiB", "GOMEMLIMIT of the server -rss-pools runs, as config/payload-server sets it")
 		rssPools    = flag.Int("rss-pools", 0, "instead of the throughput benchmark, store this many pools of -size payloads in a test API server ($NODEPOOL_ASSETS), run `nodepool payload-server` on them and print its resident memory")
 	)
 	flag.Parse()
 	if *rssPools > 0 {
-		if err := measureRSS(*rssPools, *size); err != nil {
+		if err := measureRSS(*rssPools, *size, *gomemlimit); err != nil {
 			fail(err)
 		}
 		return

@@ -33,7 +33,7 @@ import (
 // test API server (NODEPOOL_ASSETS), runs `nodepool payload-server` on them
 // as its own process, fetches every payload once, and prints the process's
 // resident memory.
-func measureRSS(pools, size int) error {
+func measureRSS(pools, size int, gomemlimit string) error {
 	ctx := context.Background()
 	env, err := harness.Start(ctx, harness.Options{WithoutCAPIControllers: true})
 	if err != nil {
@@ -110,6 +110,8 @@ func measureRSS(pools, size int) error {
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
 		"--bind-address", addr, "--probe-bind-address", probe, "--zap-log-level", "error")
 	srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
+	// As the shipped Deployment runs it.
+	srv.Env = append(os.Environ(), "GOMEMLIMIT="+gomemlimit)
 	if err := srv.Start(); err != nil {
 		return err
 	}
@@ -148,7 +150,7 @@ func measureRSS(pools, size int) error {
 	rss, _ := procStatus(srv.Process.Pid, "VmRSS")
 	hwm, _ := procStatus(srv.Process.Pid, "VmHWM")
 	metrics := scrape("http://"+probe+"/metrics", "nodepool_payload_server_index_bytes", "go_memstats_heap_inuse_bytes")
-	fmt.Printf("payload server ready in %s; every payload fetched once\n", ready.Round(100*time.Millisecond))
+	fmt.Printf("payload server (GOMEMLIMIT=%s) ready in %s; every payload fetched once\n", gomemlimit, ready.Round(100*time.Millisecond))
 	fmt.Printf("resident memory: %s when ready, %s after the fetches, peak %s\n", readyRSS, rss, hwm)
 	fmt.Printf("index_bytes %s, heap in use %s\n", metrics["nodepool_payload_server_index_bytes"], metrics["go_memstats_heap_inuse_bytes"])
 	return nil
