@@ -97,6 +97,15 @@ func TestInflateStopsAtTheLimit(t *testing.T) {
 	if _, err := inflate([]byte("not gzip"), 1<<20); err == nil || errors.Is(err, errTooLarge) {
 		t.Fatalf("not gzip: %v", err)
 	}
+	// A second member, which a multistream client (Go's, Ignition's) would
+	// inflate and append, is refused.
+	two := append(secrets.Gzip([]byte(`{}`)), secrets.Gzip([]byte(`{"forged":true}`))...)
+	if _, err := inflate(two, 1<<20); err == nil {
+		t.Fatal("a gzip of two members was accepted")
+	}
+	if _, err := inflate(append(secrets.Gzip([]byte(`{}`)), 0), 1<<20); err == nil {
+		t.Fatal("a gzip with a trailing byte was accepted")
+	}
 }
 
 func TestIndexBoundsPayloadsPerPoolAndBytes(t *testing.T) {

@@ -94,6 +94,11 @@ func TestForgedPayloadSecretsAreNeverServed(t *testing.T) {
 			s.Data[secrets.KeyIgnition] = secrets.Gzip(forgedContent.Ignition)
 			s.Data[secrets.KeyFragments] = mustSecret(t, ns, forgedContent).Data[secrets.KeyFragments]
 		}, reason: ReasonContentMismatch},
+		// The real Ignition config followed by a second gzip member, which
+		// a client inflating every member would append.
+		"aaa-second-gzip-member": {p: real, owner: uid, mut: func(s *corev1.Secret) {
+			s.Data[secrets.KeyIgnition] = append(s.Data[secrets.KeyIgnition], secrets.Gzip(forgedContent.Ignition)...)
+		}, reason: ReasonInvalid},
 		// Controlled by something other than the NodePool of its label.
 		"aaa-controlled-by-another-pool-name": {p: real, mut: func(s *corev1.Secret) {
 			controlledBy(s, "someone-else", uid)

@@ -75,8 +75,13 @@ var errTooLarge = errors.New("too large")
 
 // inflate decompresses one gzip member, reading at most limit+1 bytes of
 // output: a decompression bomb costs limit bytes, never its inflated size.
+//
+// It also refuses anything after the member: the gzip bytes are served as
+// stored, and a client inflating a second member would get bytes nobody
+// checked.
 func inflate(b []byte, limit int) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
+	br := bytes.NewReader(b)
+	zr, err := gzip.NewReader(br)
 	if err != nil {
 		return nil, fmt.Errorf("not gzip: %w", err)
 	}
@@ -90,6 +95,11 @@ func inflate(b []byte, limit int) ([]byte, error) {
 	}
 	if err := zr.Close(); err != nil {
 		return nil, fmt.Errorf("corrupt gzip: %w", err)
+	}
+	// A bytes.Reader is an io.ByteReader, so the gzip reader reads no
+	// further than its member's trailer.
+	if br.Len() != 0 {
+		return nil, fmt.Errorf("%d bytes follow the gzip member", br.Len())
 	}
 	// ReadAll's buffer grows past what it holds: the index keeps exactly
 	// the inflated bytes (what IndexStats.Bytes accounts).
