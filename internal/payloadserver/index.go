@@ -339,8 +339,13 @@ func (ix *Index) unchanged(name types.NamespacedName, rv string) bool {
 }
 
 // Delete forgets a Secret, whatever its kind.
-func (ix *Index) Delete(name types.NamespacedName) {
-	ix.verdicts.forget(name)
+func (ix *Index) Delete(name types.NamespacedName) { ix.DeleteIncarnation(name, "") }
+
+// DeleteIncarnation forgets a Secret, and what Transform recorded of its
+// incarnation uid only ("": of every incarnation), so a Secret created
+// again under the name, and already transformed, keeps its verdict.
+func (ix *Index) DeleteIncarnation(name types.NamespacedName, uid types.UID) {
+	ix.verdicts.forget(name, uid)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.deleteLocked(name)

@@ -334,3 +334,30 @@ func TestIndexTransformIsIdempotent(t *testing.T) {
 		t.Fatalf("a Secret transformed three times is refused: %v", err)
 	}
 }
+
+// TestVerdictOfASecretCreatedAgainSurvivesTheOldDeletion: the informer may
+// transform a payload Secret created again under its name before the
+// deletion of the old one is handled.
+func TestVerdictOfASecretCreatedAgainSurvivesTheOldDeletion(t *testing.T) {
+	ix := NewIndex()
+	p := testPayload("n1", "a", "v1", 1<<10)
+	old := payloadSecret(t, "n1", "a-payload", p, "1")
+	old.UID = "uid-1"
+	again := payloadSecret(t, "n1", "a-payload", p, "2")
+	again.UID = "uid-2"
+	for _, s := range []*corev1.Secret{old, again} {
+		if _, err := ix.Transform(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ix.Upsert(old); err != nil {
+		t.Fatal(err)
+	}
+	ix.DeleteIncarnation(types.NamespacedName{Namespace: "n1", Name: "a-payload"}, old.UID)
+	if err := ix.Upsert(again); err != nil {
+		t.Fatalf("the Secret created again lost its verdict with the old one: %v", err)
+	}
+	if st := ix.Stats(); st.PayloadSecrets != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -383,7 +383,7 @@ func (s *Server) delete(obj any) {
 	if !ok {
 		return
 	}
-	s.index.Delete(types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name})
+	s.index.DeleteIncarnation(types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}, sec.UID)
 	s.recorder.Forget(sec.UID)
 	if secrets.KindOf(sec) == secrets.KindPayload {
 		s.retryDeferred()

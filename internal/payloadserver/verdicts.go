@@ -60,10 +60,27 @@ func (v *verdicts) get(name types.NamespacedName, key verdictKey) (error, bool) 
 	return nil, false
 }
 
-func (v *verdicts) forget(name types.NamespacedName) {
+// forget drops the verdicts of name's incarnation uid ("": all of them).
+// The transform may already have checked a Secret created again under the
+// same name (another UID) when the deletion of the old one is handled.
+func (v *verdicts) forget(name types.NamespacedName, uid types.UID) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.byName, name)
+	if uid == "" {
+		delete(v.byName, name)
+		return
+	}
+	var keep []verdict
+	for _, vd := range v.byName[name] {
+		if vd.key.uid != uid {
+			keep = append(keep, vd)
+		}
+	}
+	if len(keep) == 0 {
+		delete(v.byName, name)
+		return
+	}
+	v.byName[name] = keep
 }
 
 // Transform is the informer's transform for an index: TransformSecret, and
