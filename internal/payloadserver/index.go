@@ -19,7 +19,9 @@ import (
 //
 // A token resolves to the payload Secret in the token Secret's namespace,
 // of the token Secret's pool, with the token Secret's payload hash, and
-// controlled by the same NodePool (owner UID) as the token Secret; no other
+// controlled by the same NodePool (owner UID) as the token Secret (a token
+// Secret without a controller, which the controller never writes, gets
+// only a payload without one: test fixtures and the simulator); no other
 // path leads from a token to a payload, so a token of pool A never reaches
 // pool B's payload. A token value claimed by two Secrets resolves to nothing.
 //
