@@ -9,6 +9,8 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 # Extra flags for go test, e.g. make test TESTFLAGS='-run TestHarness -v'.
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 25m
+# Flags of the payload-server benchmark (go run ./hack/bench/payloadserver -h).
+PAYLOAD_BENCHFLAGS ?=
 
 .PHONY: all
 all: build
@@ -50,17 +52,30 @@ test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API serve
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" \
 	go test -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
-	go test ./internal/inputs -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime 10s
+	@for t in $(FUZZ_TARGETS); do \
+		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \
+		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $$ft"; \
+		go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime "$$ft"; \
+	done
 
 FUZZTIME ?= 5m
+# Every fuzz target of the repository, as <package>:<name>, found by its
+# declaration (func FuzzX in a _test.go file), so a new one is run too.
+FUZZ_TARGETS = $(shell git grep --untracked -nE '^func Fuzz[A-Za-z0-9_]+' -- '*_test.go' | \
+	sed -E 's,^(.*)/[^/]+_test[.]go:[0-9]+:func (Fuzz[A-Za-z0-9_]*).*,./\1:\2,')
 
 .PHONY: fuzz
-fuzz: ## Fuzz the config parser and the payload server's request handling (FUZZTIME=5m each).
-	go test ./internal/inputs -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+fuzz: ## Run every fuzz target of the repository (func Fuzz*), FUZZTIME=5m each.
+	@test -n "$(FUZZ_TARGETS)" || { echo "no fuzz targets found"; exit 1; }
+	@for t in $(FUZZ_TARGETS); do \
+		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $(FUZZTIME)"; \
+		go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime "$(FUZZTIME)"; \
+	done
 
 .PHONY: bench
 bench: control-plane ## Benchmarks: payload render + hashes, payload server throughput, 500 simulated machines to Running.
 	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
+	go run ./hack/bench/payloadserver $(PAYLOAD_BENCHFLAGS)
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	go test ./test/bench -run '^$$' -bench BenchmarkSimScale -benchtime 1x -timeout 40m
 	go test ./test/bench -run '^$$' -bench BenchmarkFleetOfPools -benchtime 1x -timeout 40m

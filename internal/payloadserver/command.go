@@ -43,9 +43,25 @@ metrics are on a separate plain-HTTP listener (--probe-bind-address), the
 Kubernetes convention: /healthz, /readyz (ready once every Secret is
 indexed) and /metrics (Prometheus). Keep that port inside the cluster.
 
+A payload is served only if it provably came from the controller: its
+Ignition config is the composition of the fragments it stores, they hash to
+the payload hash the token Secret points to, and it is controlled by the
+same NodePool (owner UID) as the token Secret. Anything else is ignored,
+counted in nodepool_payload_server_ignored_payloads_total{reason} and logged
+once, without content. One payload inflates to at most --max-payload-bytes,
+a pool has at most --max-payloads-per-pool indexed, and all of them hold at
+most --max-index-bytes (gauge nodepool_payload_server_index_bytes).
+
+A source (remote IP) failing token attempts faster than
+--failed-attempts-per-second (after --failed-attempts-burst) gets its 511s
+late, up to --max-failure-delay each; a request with a valid token is never
+delayed. Slow or oversized request headers are cut by --read-header-timeout
+and --max-header-bytes.
+
 The first successful fetch with a token Secret's tokens is recorded on it
 once, as the annotation nodepool.dev/first-fetch. The server needs get, list,
-watch and patch on Secrets (in --namespace, or in every namespace).`,
+watch and patch on Secrets (in --namespace and --namespaces, or in every
+namespace).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := zap.New(zap.UseFlagOptions(&zapOpts))
@@ -72,12 +88,19 @@ watch and patch on Secrets (in --namespace, or in every namespace).`,
 	f.StringVar(&opts.CertFile, "tls-cert-file", "", "PEM serving certificate (chain), re-read when it changes (required)")
 	f.StringVar(&opts.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file, re-read when it changes (required)")
 	f.StringVar(&opts.Namespace, "namespace", "", "serve the pools of this namespace only (default: every namespace)")
+	f.StringSliceVar(&opts.Namespaces, "namespaces", nil, "serve the pools of these namespaces only, comma-separated (with --namespace; default: every namespace)")
+	f.IntVar(&opts.Limits.MaxPayloadBytes, "max-payload-bytes", DefaultMaxPayloadBytes, "largest Ignition config one payload Secret may inflate to; larger ones are not served")
+	f.IntVar(&opts.Limits.MaxPayloadsPerPool, "max-payloads-per-pool", DefaultMaxPayloadsPerPool, "most payload Secrets indexed per pool")
+	f.Int64Var(&opts.Limits.MaxBytes, "max-index-bytes", DefaultMaxIndexBytes, "most bytes all indexed payloads may hold (inflated and compressed)")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, in-cluster, then ~/.kube/config)")
 	f.DurationVar(&opts.ReadHeaderTimeout, "read-header-timeout", DefaultReadHeaderTimeout, "time a client has to send the request headers")
 	f.DurationVar(&opts.ReadTimeout, "read-timeout", DefaultReadTimeout, "time a client has to send the whole request")
 	f.DurationVar(&opts.WriteTimeout, "write-timeout", DefaultWriteTimeout, "time to write a response, from the end of the request headers")
 	f.DurationVar(&opts.IdleTimeout, "idle-timeout", DefaultIdleTimeout, "time an idle keep-alive connection stays open")
 	f.IntVar(&opts.MaxHeaderBytes, "max-header-bytes", DefaultMaxHeaderBytes, "largest request header accepted; larger ones get 431")
+	f.Float64Var(&opts.Failures.PerSecond, "failed-attempts-per-second", DefaultFailuresPerSecond, "failed token attempts per second one source (remote IP) may make before its failures are answered late")
+	f.IntVar(&opts.Failures.Burst, "failed-attempts-burst", DefaultFailureBurst, "failed token attempts one source may make at once before the rate applies")
+	f.DurationVar(&opts.Failures.MaxDelay, "max-failure-delay", DefaultMaxFailureDelay, "longest delay of one failed token attempt")
 	_ = cmd.MarkFlagRequired("tls-cert-file")
 	_ = cmd.MarkFlagRequired("tls-private-key-file")
 	gofs := flag.NewFlagSet("zap", flag.ContinueOnError)

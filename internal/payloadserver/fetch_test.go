@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"nodepool.dev/nodepool/internal/secrets"
 )
@@ -84,7 +85,7 @@ func TestTokenFollowsItsPayloadPointer(t *testing.T) {
 	p := createPool(t, e.Client, ns, "workers", 4<<10)
 	waitServes(t, ts, p.token.Current, p.payload.Ignition)
 	next := testPayload(ns, "workers", "v2", 4<<10)
-	createPayload(t, e.Client, ns, next)
+	createPayload(t, e.Client, ns, next, p.uid)
 	updateToken(t, e.Client, p, func(tok secrets.Token) secrets.Token { tok.PayloadHash = next.Hash; return tok })
 	waitServes(t, ts, p.token.Current, next.Ignition)
 }
@@ -125,10 +126,10 @@ func TestBadRequestsNeverGetThePayload(t *testing.T) {
 	a := createPool(t, e.Client, ns1, "a", 4<<10)
 	// A token Secret in another namespace, same pool name, pointing to a's
 	// payload hash: the payload is looked up in its own namespace only.
-	otherNS := createTokenSecret(t, e.Client, ns2, "a", "a-token-other-namespace", a.payload.Hash)
+	otherNS := createTokenSecret(t, e.Client, ns2, "a", "a-token-other-namespace", a.payload.Hash, a.uid)
 	// A token Secret of another pool in a's namespace pointing to a's
 	// payload hash: the payload is looked up for its own pool only.
-	otherPool := createTokenSecret(t, e.Client, ns1, "b", "b-token-points-at-a", a.payload.Hash)
+	otherPool := createTokenSecret(t, e.Client, ns1, "b", "b-token-points-at-a", a.payload.Hash, uuid.NewUUID())
 	waitServes(t, ts, a.token.Current, a.payload.Ignition)
 	eventually(t, 10*time.Second, func() (bool, string) {
 		_, ok1 := ts.Index().Lookup(otherNS.Current)

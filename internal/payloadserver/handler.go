@@ -49,6 +49,9 @@ type HandlerOptions struct {
 	// OnFirstFetch is called, off the response, after a successful fetch with
 	// a token whose Secret records no first fetch yet. It must return fast.
 	OnFirstFetch func(TokenSecretRef)
+	// Failures slows down sources of failed token attempts; a request with
+	// a valid token never reaches it. Nil: no limit.
+	Failures *FailureLimiter
 }
 
 // Handler answers GET /ignition from an Index. It never calls the API server
@@ -90,12 +93,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	}
 	token, ok := BearerToken(r.Header)
 	if !ok {
-		writeText(w, http.StatusNetworkAuthenticationRequired, bodyUnauthorized)
+		h.unauthorized(w, r)
 		return resultNoToken
 	}
 	m, ok := h.index.Lookup(token)
 	if !ok {
-		writeText(w, http.StatusNetworkAuthenticationRequired, bodyUnauthorized)
+		h.unauthorized(w, r)
 		return resultUnknownToken
 	}
 	if m.Payload == nil {
@@ -122,6 +125,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		h.opts.OnFirstFetch(m.Secret)
 	}
 	return resultServed
+}
+
+// unauthorized answers a request without a valid token: the same 511 and
+// body whatever was wrong, after the delay the failure limiter imposes on
+// its source.
+func (h *Handler) unauthorized(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Failures != nil && h.opts.Failures.Failed(r) {
+		h.opts.Metrics.delayedFailure()
+	}
+	writeText(w, http.StatusNetworkAuthenticationRequired, bodyUnauthorized)
 }
 
 func writeText(w http.ResponseWriter, status int, body string) {

@@ -3,9 +3,7 @@ package payloadserver
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,11 +17,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/payloadserver/testpki"
 	"nodepool.dev/nodepool/internal/secrets"
 	"nodepool.dev/nodepool/test/harness"
@@ -107,11 +110,15 @@ func startServer(t testing.TB, opts Options) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Config = e.Config
+	if opts.Config == nil {
+		opts.Config = e.Config
+	}
 	opts.Address, opts.ProbeAddress = "127.0.0.1:0", "127.0.0.1:0"
 	reg := prometheus.NewRegistry()
 	opts.Registry = reg
-	opts.Logger = testLogger()
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = testLogger()
+	}
 	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -244,32 +251,58 @@ func hasLabels(m *dto.Metric, kv []string) bool {
 // marker is in every test payload and in nothing else a server sends.
 const marker = "nodepool-test-payload"
 
-// testPayload is a payload of pool ns/name at a version: its Ignition JSON
-// (at least size bytes) names all three, and its hash is theirs.
+// testPayload is a payload of pool ns/name at a version, composed as the
+// controller composes one (so the server's content check passes): its
+// user-configs fragment writes a file whose contents name all three and are
+// padded so the Ignition JSON is at least size bytes.
 func testPayload(ns, pool, version string, size int) secrets.Payload {
 	id := fmt.Sprintf("%s/%s/%s", ns, pool, version)
-	sum := sha256.Sum256([]byte(id))
-	frag := []byte(fmt.Sprintf(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/nodepool/id","contents":{"source":"data:,%s"}}]}}`, strings.ReplaceAll(id, "/", "%2F")))
+	return composePayload(pool, id, size)
+}
+
+// composePayload composes a payload of pool whose user-configs fragment
+// carries marker, id and padding.
+func composePayload(pool, id string, size int) secrets.Payload {
+	enc := strings.ReplaceAll(id, "/", "%2F")
 	pad := ""
-	if n := size - len(frag) - 100; n > 0 {
-		pad = strings.Repeat(id[len(id)-1:], n)
+	if n := size - 1200; n > 0 {
+		pad = strings.Repeat("p", n)
 	}
-	ign := fmt.Sprintf(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/nodepool/id","contents":{"source":"data:,%s"}}]},"%s":%q,"pad":%q}`,
-		strings.ReplaceAll(id, "/", "%2F"), marker, id, pad)
-	fsum := sha256.Sum256(frag)
-	return secrets.Payload{
-		Pool:      pool,
-		Hash:      hex.EncodeToString(sum[:]),
-		Ignition:  []byte(ign),
-		Manifest:  map[string]string{"identity": "sha256:" + hex.EncodeToString(fsum[:])},
-		Fragments: map[string][]byte{"identity": frag},
+	user := fmt.Sprintf(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/nodepool-test/id","contents":{"source":"data:,%s-%s-%s"}}]}}`, marker, enc, pad)
+	frags := map[inputs.Component][]byte{}
+	for _, c := range inputs.Components() {
+		frags[c] = []byte(`{"ignition":{"version":"3.5.0"}}`)
 	}
+	frags[inputs.UserConfigs] = []byte(user)
+	p, err := payload.Compose(pool, frags)
+	if err != nil {
+		panic(fmt.Sprintf("composing the test payload %s: %v", id, err))
+	}
+	out := secrets.Payload{Pool: pool, Hash: p.Hash, Ignition: p.Ignition, Manifest: map[string]string{}, Fragments: map[string][]byte{}}
+	for c, f := range p.Fragments {
+		out.Manifest[c.Name()] = p.Manifest[c]
+		out.Fragments[c.Name()] = f
+	}
+	return out
+}
+
+// controlledBy makes the NodePool pool (UID uid) the controller of obj, as
+// the controller does with the Secrets it writes.
+func controlledBy(obj metav1.Object, pool string, uid types.UID) {
+	yes := true
+	obj.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: nodepoolv1.GroupVersion.String(), Kind: "NodePool", Name: pool, UID: uid,
+		Controller: &yes, BlockOwnerDeletion: &yes,
+	}})
 }
 
 // testPool is a pool's token Secret and the payload it points to, in the
-// API server.
+// API server, both controlled by a NodePool of UID uid (the NodePool
+// itself does not exist: the test control plane runs no garbage
+// collector).
 type testPool struct {
 	ns, name    string
+	uid         types.UID
 	tokenSecret types.NamespacedName
 	token       secrets.Token
 	payload     secrets.Payload
@@ -284,25 +317,44 @@ func newToken(t testing.TB) string {
 	return tok
 }
 
-// createPayload creates the payload Secret of p.
-func createPayload(t testing.TB, c client.Client, ns string, p secrets.Payload) {
+// createPayload creates the payload Secret of p, controlled by the NodePool
+// of UID owner ("": none), named as the controller names it.
+func createPayload(t testing.TB, c client.Client, ns string, p secrets.Payload, owner types.UID) {
 	t.Helper()
-	s, err := secrets.NewPayloadSecret(ns, p.Pool+"-payload-"+p.Hash[:16], p)
+	createPayloadNamed(t, c, ns, p.Pool+"-payload-"+p.Hash[:16], p, owner, nil)
+}
+
+// createPayloadNamed creates a payload Secret of p named name, controlled by
+// the NodePool of UID owner ("": none), after mut (if any) edits it.
+func createPayloadNamed(t testing.TB, c client.Client, ns, name string, p secrets.Payload, owner types.UID, mut func(*corev1.Secret)) *corev1.Secret {
+	t.Helper()
+	s, err := secrets.NewPayloadSecret(ns, name, p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if owner != "" {
+		controlledBy(s, p.Pool, owner)
+	}
+	if mut != nil {
+		mut(s)
 	}
 	if err := c.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
+	return s
 }
 
-// createTokenSecret creates a token Secret of pool serving payloadHash.
-func createTokenSecret(t testing.TB, c client.Client, ns, pool, name, payloadHash string) secrets.Token {
+// createTokenSecret creates a token Secret of pool serving payloadHash,
+// controlled by the NodePool of UID owner ("": none).
+func createTokenSecret(t testing.TB, c client.Client, ns, pool, name, payloadHash string, owner types.UID) secrets.Token {
 	t.Helper()
 	tok := secrets.Token{Pool: pool, Current: newToken(t), RotatedAt: time.Now(), PayloadHash: payloadHash}
 	s, err := secrets.NewTokenSecret(ns, name, tok)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if owner != "" {
+		controlledBy(s, pool, owner)
 	}
 	if err := c.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
@@ -310,14 +362,16 @@ func createTokenSecret(t testing.TB, c client.Client, ns, pool, name, payloadHas
 	return tok
 }
 
-// createPool creates a payload of size bytes and a token Secret pointing to it.
+// createPool creates a payload of size bytes and a token Secret pointing to
+// it, both controlled by a new NodePool UID.
 func createPool(t testing.TB, c client.Client, ns, name string, size int) *testPool {
 	t.Helper()
+	uid := uuid.NewUUID()
 	p := testPayload(ns, name, "v1", size)
-	createPayload(t, c, ns, p)
+	createPayload(t, c, ns, p, uid)
 	tokName := name + "-token-0123456789abcdef"
-	tok := createTokenSecret(t, c, ns, name, tokName, p.Hash)
-	return &testPool{ns: ns, name: name, tokenSecret: types.NamespacedName{Namespace: ns, Name: tokName}, token: tok, payload: p}
+	tok := createTokenSecret(t, c, ns, name, tokName, p.Hash, uid)
+	return &testPool{ns: ns, name: name, uid: uid, tokenSecret: types.NamespacedName{Namespace: ns, Name: tokName}, token: tok, payload: p}
 }
 
 // updateToken applies mut to the pool's token Secret content. The server

@@ -3,6 +3,7 @@ package payloadserver
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -17,10 +18,26 @@ import (
 // every request. Safe for concurrent use.
 //
 // A token resolves to the payload Secret in the token Secret's namespace,
-// of the token Secret's pool, with the token Secret's payload hash; no other
+// of the token Secret's pool, with the token Secret's payload hash, and
+// controlled by the same NodePool (owner UID) as the token Secret (a token
+// Secret without a controller, which the controller never writes, gets
+// only a payload without one: test fixtures and the simulator); no other
 // path leads from a token to a payload, so a token of pool A never reaches
 // pool B's payload. A token value claimed by two Secrets resolves to nothing.
+//
+// A payload Secret is indexed only once its content is verified (see
+// verifyPayload): its Ignition config is the composition of its fragments
+// and hashes to the payload hash it claims. A Secret that fails, or that a
+// token Secret of another controller asks for, is never served, whatever
+// its name sorts as; each is reported once to IndexLimits.OnIgnored.
+//
+// Memory is bounded: one payload inflates to at most MaxPayloadBytes (a
+// decompression bomb is cut there), a pool has at most MaxPayloadsPerPool
+// payloads indexed, and all payloads together at most MaxBytes.
 type Index struct {
+	limits    IndexLimits
+	onIgnored func(*IgnoredError)
+
 	mu sync.RWMutex
 	// tokens is keyed by sha256(token): the map lookup reveals nothing about
 	// how much of a presented token matches a real one; the entry's token is
@@ -30,8 +47,77 @@ type Index struct {
 	payloads       map[payloadKey][]*payloadEntry
 	payloadSecrets map[types.NamespacedName]*payloadEntry
 	// invalid holds the Secrets that carry the kind label but do not decode,
-	// with their resource version.
+	// and the payload Secrets refused, with their resource version.
 	invalid map[types.NamespacedName]string
+	// perPool counts the payload Secrets indexed per pool; bytes is what
+	// the indexed payloads hold (inflated JSON and gzip).
+	perPool map[poolKey]int
+	bytes   int64
+	// deferred holds the payload Secrets refused for a limit (pool_limit,
+	// index_full): they are tried again when a payload leaves the index
+	// (Deferred).
+	deferred map[types.NamespacedName]struct{}
+
+	// reported holds the payload Secrets reported as ignored at lookup
+	// (owner mismatch), by resource version, so each is reported once.
+	repMu    sync.Mutex
+	reported map[types.NamespacedName]string
+
+	// verdicts are the content checks made by Transform.
+	verdicts verdicts
+}
+
+// IndexLimits bound what an Index holds. Zero values take the defaults.
+type IndexLimits struct {
+	// MaxPayloadBytes is the largest Ignition config (and fragments) one
+	// payload Secret may inflate to; inflation stops there.
+	MaxPayloadBytes int
+	// MaxPayloadsPerPool is how many payload Secrets of one pool (namespace,
+	// pool name and controller UID) are indexed at most.
+	MaxPayloadsPerPool int
+	// MaxBytes is the budget of all indexed payloads (IndexStats.Bytes).
+	MaxBytes int64
+	// OnIgnored is called, once per Secret and resource version, for each
+	// payload Secret the index refuses or will not serve, with the reason.
+	// It is called with the index locked: it must not call the index.
+	OnIgnored func(*IgnoredError)
+}
+
+// Defaults of IndexLimits.
+const (
+	// DefaultMaxPayloadBytes: Ignition configs of workers are tens to
+	// hundreds of KiB; 4 MiB leaves room for embedded binaries.
+	DefaultMaxPayloadBytes = 4 << 20
+	// DefaultMaxPayloadsPerPool: a pool holds its running and latest
+	// payloads and those of a rollout or two in flight.
+	DefaultMaxPayloadsPerPool = 16
+	// DefaultMaxIndexBytes: half the Deployment's memory limit.
+	DefaultMaxIndexBytes = 512 << 20
+)
+
+func (l IndexLimits) withDefaults() IndexLimits {
+	if l.MaxPayloadBytes <= 0 {
+		l.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if l.MaxPayloadsPerPool <= 0 {
+		l.MaxPayloadsPerPool = DefaultMaxPayloadsPerPool
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxIndexBytes
+	}
+	return l
+}
+
+// poolKey is what MaxPayloadsPerPool counts: the payloads of a pool under
+// one controller, so Secrets claiming another owner (forged, or of a former
+// incarnation of the pool) do not take the slots of the current one.
+type poolKey struct {
+	namespace, pool string
+	owner           types.UID
+}
+
+func poolKeyOf(pe *payloadEntry) poolKey {
+	return poolKey{pe.key.namespace, pe.key.pool, pe.owner}
 }
 
 // TokenSecretRef identifies a token Secret, incarnation included (a Secret
@@ -46,7 +132,10 @@ type tokenSecret struct {
 	resourceVersion string
 	pool            string
 	payloadHash     string
-	tokens          []string
+	// owner is the UID of the NodePool controlling the Secret, "" when it
+	// has no controller.
+	owner  types.UID
+	tokens []string
 	// firstFetchRecorded: the Secret carries secrets.AnnotationFirstFetch.
 	firstFetchRecorded bool
 }
@@ -62,7 +151,12 @@ type payloadEntry struct {
 	key             payloadKey
 	secret          types.NamespacedName
 	resourceVersion string
-	payload         *Payload
+	// owner is the UID of the NodePool controlling the Secret, "" when it
+	// has no controller.
+	owner   types.UID
+	payload *Payload
+	// bytes is what payload holds.
+	bytes int64
 }
 
 // Payload is an Ignition config as served: JSON, and the same gzip-compressed
@@ -91,18 +185,30 @@ type IndexStats struct {
 	Tokens int
 	// TokenSecrets and PayloadSecrets count the valid Secrets indexed.
 	TokenSecrets, PayloadSecrets int
-	// Invalid counts the Secrets with the kind label that do not decode.
+	// Invalid counts the Secrets with the kind label that do not decode,
+	// and the payload Secrets refused (see IgnoredError).
 	Invalid int
+	// Bytes is what the indexed payloads hold: inflated JSON plus gzip.
+	Bytes int64
 }
 
-// NewIndex returns an empty index.
-func NewIndex() *Index {
+// NewIndex returns an empty index with the default limits.
+func NewIndex() *Index { return NewIndexWithLimits(IndexLimits{}) }
+
+// NewIndexWithLimits returns an empty index bounded by limits.
+func NewIndexWithLimits(limits IndexLimits) *Index {
+	limits = limits.withDefaults()
 	return &Index{
+		limits:         limits,
+		onIgnored:      limits.OnIgnored,
 		tokens:         map[[sha256.Size]byte][]tokenEntry{},
 		tokenSecrets:   map[types.NamespacedName]*tokenSecret{},
 		payloads:       map[payloadKey][]*payloadEntry{},
 		payloadSecrets: map[types.NamespacedName]*payloadEntry{},
 		invalid:        map[types.NamespacedName]string{},
+		perPool:        map[poolKey]int{},
+		reported:       map[types.NamespacedName]string{},
+		deferred:       map[types.NamespacedName]struct{}{},
 	}
 }
 
@@ -122,10 +228,35 @@ func (ix *Index) Lookup(token string) (Match, bool) {
 	}
 	s := e.secret
 	m := Match{Secret: s.ref, Pool: s.pool, PayloadHash: s.payloadHash, FirstFetchRecorded: s.firstFetchRecorded}
-	if ps := ix.payloads[payloadKey{s.ref.Namespace, s.pool, s.payloadHash}]; len(ps) > 0 {
-		m.Payload = ps[0].payload
+	// Every candidate has verified content; only one controlled by the
+	// token Secret's own NodePool is served, whatever the names. Two such
+	// candidates hold the same bytes.
+	for _, pe := range ix.payloads[payloadKey{s.ref.Namespace, s.pool, s.payloadHash}] {
+		if pe.owner == s.owner {
+			if m.Payload == nil {
+				m.Payload = pe.payload
+			}
+			continue
+		}
+		ix.reportOwnerMismatch(pe, s)
 	}
 	return m, true
+}
+
+// reportOwnerMismatch reports, once per resource version, a payload Secret
+// that a token Secret of another controller asked for.
+func (ix *Index) reportOwnerMismatch(pe *payloadEntry, ts *tokenSecret) {
+	if ix.onIgnored == nil {
+		return
+	}
+	ix.repMu.Lock()
+	defer ix.repMu.Unlock()
+	if ix.reported[pe.secret] == pe.resourceVersion {
+		return
+	}
+	ix.reported[pe.secret] = pe.resourceVersion
+	ix.onIgnored(&IgnoredError{Secret: pe.secret, Reason: ReasonOwnerMismatch, Err: fmt.Errorf(
+		"its controller NodePool UID is %q, token Secret %s of the same pool has %q", pe.owner, ts.ref.NamespacedName, ts.owner)})
 }
 
 // Upsert indexes a token or payload Secret, replacing what the same Secret
@@ -146,14 +277,31 @@ func (ix *Index) Upsert(s *corev1.Secret) error {
 	case secrets.KindToken:
 		ts, err = newTokenSecret(s)
 	case secrets.KindPayload:
-		pe, err = newPayloadEntry(s)
+		pe, err = ix.decodePayload(s)
 	default:
 		err = fmt.Errorf("Secret %s has label %s=%q, neither %q nor %q", name, secrets.LabelKind, secrets.KindOf(s), secrets.KindToken, secrets.KindPayload)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.deleteLocked(name)
+	if pe != nil {
+		pk := poolKeyOf(pe)
+		switch {
+		case ix.perPool[pk] >= ix.limits.MaxPayloadsPerPool:
+			pe, err = nil, &IgnoredError{Secret: name, Reason: ReasonPoolLimit, Err: fmt.Errorf(
+				"pool %s/%s has %d payload Secrets of its controller (UID %q) indexed already, the limit", pk.namespace, pk.pool, ix.limits.MaxPayloadsPerPool, pk.owner)}
+		case ix.bytes+pe.bytes > ix.limits.MaxBytes:
+			pe, err = nil, &IgnoredError{Secret: name, Reason: ReasonIndexFull, Err: fmt.Errorf(
+				"its %d bytes would take the index past its budget of %d bytes (%d held)", pe.bytes, ix.limits.MaxBytes, ix.bytes)}
+		}
+	}
+	var ign *IgnoredError
+	if errors.As(err, &ign) && ix.onIgnored != nil {
+		ix.onIgnored(ign)
+	}
 	switch {
+	case ign != nil && (ign.Reason == ReasonPoolLimit || ign.Reason == ReasonIndexFull):
+		ix.deferred[name] = struct{}{}
 	case err != nil:
 		ix.invalid[name] = s.ResourceVersion
 	case ts != nil:
@@ -165,6 +313,8 @@ func (ix *Index) Upsert(s *corev1.Secret) error {
 	case pe != nil:
 		ix.payloadSecrets[name] = pe
 		ix.payloads[pe.key] = append(ix.payloads[pe.key], pe)
+		ix.perPool[poolKeyOf(pe)]++
+		ix.bytes += pe.bytes
 	}
 	return err
 }
@@ -191,14 +341,33 @@ func (ix *Index) unchanged(name types.NamespacedName, rv string) bool {
 }
 
 // Delete forgets a Secret, whatever its kind.
-func (ix *Index) Delete(name types.NamespacedName) {
+func (ix *Index) Delete(name types.NamespacedName) { ix.DeleteIncarnation(name, "") }
+
+// DeleteIncarnation forgets a Secret, and what Transform recorded of its
+// incarnation uid only ("": of every incarnation), so a Secret created
+// again under the name, and already transformed, keeps its verdict.
+func (ix *Index) DeleteIncarnation(name types.NamespacedName, uid types.UID) {
+	ix.verdicts.forget(name, uid)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.deleteLocked(name)
 }
 
+// Deferred returns the payload Secrets refused for a limit, to Upsert again
+// once a payload has left the index.
+func (ix *Index) Deferred() []types.NamespacedName {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make([]types.NamespacedName, 0, len(ix.deferred))
+	for n := range ix.deferred {
+		out = append(out, n)
+	}
+	return out
+}
+
 func (ix *Index) deleteLocked(name types.NamespacedName) {
 	delete(ix.invalid, name)
+	delete(ix.deferred, name)
 	if ts, ok := ix.tokenSecrets[name]; ok {
 		delete(ix.tokenSecrets, name)
 		for _, tok := range ts.tokens {
@@ -210,8 +379,18 @@ func (ix *Index) deleteLocked(name types.NamespacedName) {
 			}
 		}
 	}
+	if _, ok := ix.reported[name]; ok {
+		ix.repMu.Lock()
+		delete(ix.reported, name)
+		ix.repMu.Unlock()
+	}
 	if pe, ok := ix.payloadSecrets[name]; ok {
 		delete(ix.payloadSecrets, name)
+		pk := poolKeyOf(pe)
+		if ix.perPool[pk]--; ix.perPool[pk] <= 0 {
+			delete(ix.perPool, pk)
+		}
+		ix.bytes -= pe.bytes
 		if rest := removeFunc(ix.payloads[pe.key], func(e *payloadEntry) bool { return e == pe }); len(rest) > 0 {
 			ix.payloads[pe.key] = rest
 		} else {
@@ -229,6 +408,7 @@ func (ix *Index) Stats() IndexStats {
 		TokenSecrets:   len(ix.tokenSecrets),
 		PayloadSecrets: len(ix.payloadSecrets),
 		Invalid:        len(ix.invalid),
+		Bytes:          ix.bytes,
 	}
 }
 
@@ -247,21 +427,11 @@ func newTokenSecret(s *corev1.Secret) (*tokenSecret, error) {
 	if t.Previous != "" && t.Previous != t.Current {
 		ts.tokens = append(ts.tokens, t.Previous)
 	}
+	if ts.owner, err = poolController(s, t.Pool); err != nil {
+		return nil, fmt.Errorf("token Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
 	_, ts.firstFetchRecorded = s.Annotations[secrets.AnnotationFirstFetch]
 	return ts, nil
-}
-
-func newPayloadEntry(s *corev1.Secret) (*payloadEntry, error) {
-	ign, err := secrets.DecodeIgnition(s)
-	if err != nil {
-		return nil, err
-	}
-	return &payloadEntry{
-		key:             payloadKey{namespace: s.Namespace, pool: ign.Pool, hash: ign.Hash},
-		secret:          types.NamespacedName{Namespace: s.Namespace, Name: s.Name},
-		resourceVersion: s.ResourceVersion,
-		payload:         &Payload{JSON: ign.JSON, Gzip: ign.Gzip},
-	}, nil
 }
 
 // removeFunc returns a new slice without the elements del selects, so

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -19,53 +18,67 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"nodepool.dev/nodepool/test/harness"
 )
 
-// TestManifestsAreValidAndMatchTheCommand checks config/payload-server: the
-// API server accepts every object (server-side dry run), the container's
-// arguments are flags of `nodepool payload-server`, the probes use the probe
-// port, and the RBAC grants exactly what the server uses.
+// TestManifestsAreValidAndMatchTheCommand checks config/payload-server and
+// its namespaced variant, as kustomize builds them: the API server accepts
+// every object (server-side dry run), the container's arguments are flags
+// of `nodepool payload-server`, the probes use the probe port, and the RBAC
+// grants exactly what the server uses.
 func TestManifestsAreValidAndMatchTheCommand(t *testing.T) {
-	e := testEnv(t)
+	for _, variant := range []string{"payload-server", "payload-server/namespaced"} {
+		t.Run(variant, func(t *testing.T) { checkManifests(t, variant) })
+	}
+}
+
+// buildManifests returns the objects kustomize builds from config/<dir>.
+func buildManifests(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(root, "config", "payload-server")
-	var kust struct {
-		Resources []string `json:"resources"`
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", dir))
+	if err != nil {
+		t.Fatalf("kustomize build config/%s: %v", dir, err)
 	}
-	readYAML(t, filepath.Join(dir, "kustomization.yaml"), &kust)
-
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nodepool-system"}}
-	if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	b, err := rm.AsYaml()
+	if err != nil {
 		t.Fatal(err)
 	}
 	var objs []*unstructured.Unstructured
-	for _, f := range kust.Resources {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("config/%s: %v", dir, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, &u)
+		}
+	}
+	return objs
+}
+
+func checkManifests(t *testing.T, dir string) {
+	e := testEnv(t)
+	ctx := context.Background()
+	for _, name := range []string{"nodepool-system", "dev"} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			var u unstructured.Unstructured
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
-			if err := e.Client.Create(ctx, u.DeepCopy(), client.DryRunAll); err != nil {
-				t.Errorf("%s: the API server refuses %s %s: %v", f, u.GetKind(), u.GetName(), err)
-			}
-			objs = append(objs, &u)
+	}
+	objs := buildManifests(t, dir)
+	for _, u := range objs {
+		if err := e.Client.Create(ctx, u.DeepCopy(), client.DryRunAll); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Errorf("config/%s: the API server refuses %s %s: %v", dir, u.GetKind(), u.GetName(), err)
 		}
 	}
 
@@ -95,22 +108,35 @@ func TestManifestsAreValidAndMatchTheCommand(t *testing.T) {
 			t.Errorf("probe %+v: want HTTP on the probes port", p)
 		}
 	}
-	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "patch"}}}
+	// Reads come from the cache (list, watch); the one write is the
+	// first-fetch patch.
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch", "patch"}}}
 	if !slices.EqualFunc(role.Rules, want, func(a, b rbacv1.PolicyRule) bool {
 		return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs) && len(a.ResourceNames) == 0
 	}) {
 		t.Errorf("ClusterRole rules %+v, want %+v", role.Rules, want)
 	}
-}
-
-func readYAML(t *testing.T, path string, into any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	var bindings []string
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ClusterRoleBinding", "RoleBinding":
+			bindings = append(bindings, u.GetKind()+" "+u.GetNamespace())
+		}
 	}
-	if err := yaml.Unmarshal(b, into); err != nil {
-		t.Fatalf("%s: %v", path, err)
+	namespaces, _ := cmd.Flags().GetStringSlice("namespaces")
+	switch dir {
+	case "payload-server":
+		if !slices.Equal(bindings, []string{"ClusterRoleBinding "}) || len(namespaces) != 0 {
+			t.Errorf("bindings %v and --namespaces %v, want one ClusterRoleBinding and every namespace", bindings, namespaces)
+		}
+	default:
+		var want []string
+		for _, n := range namespaces {
+			want = append(want, "RoleBinding "+n)
+		}
+		if len(namespaces) == 0 || !slices.Equal(bindings, want) {
+			t.Errorf("bindings %v, want a RoleBinding in each of --namespaces %v and nothing else", bindings, namespaces)
+		}
 	}
 }
 

@@ -40,6 +40,9 @@ var resultNames = [numResults]string{
 //	nodepool_payload_server_payloads                         gauge: payload Secrets indexed
 //	nodepool_payload_server_invalid_secrets                  gauge: labelled Secrets that do not decode
 //	nodepool_payload_server_first_fetch_records_total{result} counter: recorded, failed
+//	nodepool_payload_server_ignored_payloads_total{reason}   counter: payload Secrets not served
+//	nodepool_payload_server_index_bytes                      gauge: bytes the indexed payloads hold
+//	nodepool_payload_server_delayed_failures_total           counter: failed token attempts held by the failure limiter
 //
 // "no_token" counts requests without a well-formed bearer token and
 // "unknown_token" well-formed tokens that are not indexed; both got 511.
@@ -48,6 +51,8 @@ type Metrics struct {
 	durations       [numResults]prometheus.Observer
 	firstFetchOK    prometheus.Counter
 	firstFetchError prometheus.Counter
+	ignoredPayloads *prometheus.CounterVec
+	delayed         prometheus.Counter
 }
 
 // NewMetrics registers the metrics of a server over index on reg.
@@ -65,12 +70,27 @@ func NewMetrics(reg prometheus.Registerer, index *Index) (*Metrics, error) {
 		Name: "nodepool_payload_server_first_fetch_records_total",
 		Help: "Attempts to record a token Secret's first fetch, by result (recorded, failed; a failure is retried).",
 	}, []string{"result"})
+	ignored := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodepool_payload_server_ignored_payloads_total",
+		Help: "Payload Secrets not served, by reason (invalid, too_large, not_owned, hash_mismatch, content_mismatch, owner_mismatch, pool_limit, index_full); each Secret is counted and logged once.",
+	}, []string{"reason"})
+	delayed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "nodepool_payload_server_delayed_failures_total",
+		Help: "Failed token attempts answered late because their source (remote IP) failed faster than the failure limit.",
+	})
+	for _, r := range IgnoredReasons {
+		ignored.WithLabelValues(r)
+	}
 	gauge := func(name, help string, f func(IndexStats) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
 			func() float64 { return float64(f(index.Stats())) })
 	}
 	cs := []prometheus.Collector{
-		requests, durations, firstFetch,
+		requests, durations, firstFetch, ignored, delayed,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nodepool_payload_server_index_bytes",
+			Help: "Bytes held by the indexed payloads (inflated JSON and gzip).",
+		}, func() float64 { return float64(index.Stats().Bytes) }),
 		gauge("nodepool_payload_server_tokens", "Token values indexed (current and previous tokens).",
 			func(s IndexStats) int { return s.Tokens }),
 		gauge("nodepool_payload_server_token_secrets", "Token Secrets indexed.",
@@ -88,6 +108,8 @@ func NewMetrics(reg prometheus.Registerer, index *Index) (*Metrics, error) {
 	m := &Metrics{
 		firstFetchOK:    firstFetch.WithLabelValues("recorded"),
 		firstFetchError: firstFetch.WithLabelValues("failed"),
+		ignoredPayloads: ignored,
+		delayed:         delayed,
 	}
 	for r := range numResults {
 		m.requests[r] = requests.WithLabelValues(resultNames[r])
@@ -110,4 +132,18 @@ func (m *Metrics) firstFetch(err error) {
 		return
 	}
 	m.firstFetchOK.Inc()
+}
+
+func (m *Metrics) ignored(reason string) {
+	if m == nil {
+		return
+	}
+	m.ignoredPayloads.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) delayedFailure() {
+	if m == nil {
+		return
+	}
+	m.delayed.Inc()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -233,6 +234,23 @@ func TestServingCertificateIsReloadedWhenItsFilesChange(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode == http.StatusOK && bytes.Equal(body, p.payload.Ignition), resp.Status
 	})
+
+	// The connection opened before the rotation was not dropped: the old
+	// client (which trusts the old CA only) fetches on it again.
+	reused := false
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+	}), http.MethodGet, ts.url+IgnitionPath, nil)
+	req.Header.Set("Authorization", "Bearer "+p.token.Current)
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatalf("the connection opened before the rotation: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(body, p.payload.Ignition) || !reused {
+		t.Fatalf("on the connection opened before the rotation: status %d, reused %v", resp.StatusCode, reused)
+	}
 }
 
 func TestInvalidSecretsAreNotServed(t *testing.T) {
@@ -251,7 +269,7 @@ func TestInvalidSecretsAreNotServed(t *testing.T) {
 	if err := e.Client.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	brokenPayload := createTokenSecret(t, e.Client, ns, "broken-payload", "broken-payload-token", p.Hash)
+	brokenPayload := createTokenSecret(t, e.Client, ns, "broken-payload", "broken-payload-token", p.Hash, "")
 
 	// A token Secret edited into an invalid state stops serving.
 	good := createPool(t, e.Client, ns, "edited", 1<<10)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -49,8 +50,18 @@ type Options struct {
 	// Config reaches the API server (required).
 	Config *rest.Config
 	// Namespace restricts the server to the token and payload Secrets of one
-	// namespace; empty watches every namespace.
+	// namespace; empty watches every namespace (unless Namespaces is set).
 	Namespace string
+	// Namespaces restricts the server to the Secrets of these namespaces
+	// (together with Namespace); empty: every namespace.
+	Namespaces []string
+	// Failures limit the rate of failed token attempts per source (remote
+	// IP) before their answers are delayed (defaults for zero values).
+	Failures FailureLimits
+	// Limits bound the index: the inflated size of one payload, the
+	// payloads per pool and the bytes of all payloads (defaults for zero
+	// values). Limits.OnIgnored is the server's own.
+	Limits IndexLimits
 	// Address is the HTTPS listener of GET /ignition (DefaultAddress).
 	Address string
 	// ProbeAddress is the plain-HTTP listener of /healthz, /readyz and
@@ -74,6 +85,17 @@ type Options struct {
 	// patchClient replaces the client that patches token Secrets (tests
 	// inject failures through it).
 	patchClient client.Client
+}
+
+// namespaces returns Namespace and Namespaces, without repeats.
+func (o Options) namespaces() []string {
+	var out []string
+	for _, n := range append([]string{o.Namespace}, o.Namespaces...) {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func (o Options) withDefaults() Options {
@@ -135,18 +157,34 @@ func New(opts Options) (*Server, error) {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	s := &Server{opts: opts, log: opts.Logger, certs: certs}
+	var metrics *Metrics
+	limits := opts.Limits
+	ignoredLog := s.log.WithName("index")
+	limits.OnIgnored = func(e *IgnoredError) {
+		metrics.ignored(e.Reason)
+		// The error names the Secret and what is wrong, never content.
+		ignoredLog.Error(e.Err, "not serving a payload Secret", "secret", e.Secret, "reason", e.Reason)
+	}
+	s.index = NewIndexWithLimits(limits)
 	cacheOpts := cache.Options{
 		Scheme: scheme,
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: secrets.Selector()},
+			// Only labelled Secrets are listed and watched, stripped to
+			// what the index reads; payload Secrets are verified on the
+			// way in and cached without their fragments.
+			&corev1.Secret{}: {Label: secrets.Selector(), Transform: s.index.Transform},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// Nothing else is ever read: a Get of another type must fail
 		// instead of starting an unrestricted informer.
 		ReaderFailOnMissingInformer: true,
 	}
-	if opts.Namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{opts.Namespace: {}}
+	if ns := opts.namespaces(); len(ns) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, n := range ns {
+			cacheOpts.DefaultNamespaces[n] = cache.Config{}
+		}
 	}
 	c, err := cache.New(opts.Config, cacheOpts)
 	if err != nil {
@@ -163,16 +201,18 @@ func New(opts Options) (*Server, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{opts: opts, log: opts.Logger, certs: certs, cache: c, index: NewIndex(), registry: reg}
-	metrics, err := NewMetrics(reg, s.index)
-	if err != nil {
+	s.cache, s.registry = c, reg
+	if metrics, err = NewMetrics(reg, s.index); err != nil {
 		return nil, fmt.Errorf("payload server: registering metrics: %w", err)
 	}
 	s.recorder = newFirstFetchRecorder(c, writer, metrics, s.log.WithName("first-fetch"))
 	if opts.Clock != nil {
 		s.recorder.now = opts.Clock
 	}
-	handler := NewHandler(s.index, HandlerOptions{Metrics: metrics, Ready: s.ready.Load, OnFirstFetch: s.recorder.Observe})
+	handler := NewHandler(s.index, HandlerOptions{
+		Metrics: metrics, Ready: s.ready.Load, OnFirstFetch: s.recorder.Observe,
+		Failures: NewFailureLimiter(opts.Failures),
+	})
 	s.https = NewTLSServer(handler, certs.GetCertificate, opts)
 	s.https.ErrorLog = newServerErrorLog(s.log.WithName("https"))
 
@@ -269,7 +309,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.probe != nil {
 		spawn("probe listener", serve(s.probe, func() error { return s.probe.Serve(s.probeLn) }))
 	}
-	s.log.Info("serving payloads", "address", s.Addr().String(), "probeAddress", fmt.Sprint(s.ProbeAddr()), "namespace", s.opts.Namespace)
+	s.log.Info("serving payloads", "address", s.Addr().String(), "probeAddress", fmt.Sprint(s.ProbeAddr()), "namespaces", s.opts.namespaces())
 
 	var first error
 	for range running {
@@ -327,7 +367,8 @@ func (s *Server) upsert(obj any) {
 	if !ok {
 		return
 	}
-	if err := s.index.Upsert(sec); err != nil {
+	var ign *IgnoredError
+	if err := s.index.Upsert(sec); err != nil && !errors.As(err, &ign) { // ignored payloads are logged once by OnIgnored
 		// Decoding errors name the Secret and the faulty key, never a token
 		// or payload content.
 		s.log.Error(err, "not serving an invalid Secret", "secret", types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name})
@@ -342,8 +383,24 @@ func (s *Server) delete(obj any) {
 	if !ok {
 		return
 	}
-	s.index.Delete(types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name})
+	s.index.DeleteIncarnation(types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}, sec.UID)
 	s.recorder.Forget(sec.UID)
+	if secrets.KindOf(sec) == secrets.KindPayload {
+		s.retryDeferred()
+	}
+}
+
+// retryDeferred indexes again the payload Secrets refused for a limit, now
+// that a payload has left the index. They come from the cache, which holds
+// every labelled Secret.
+func (s *Server) retryDeferred() {
+	for _, name := range s.index.Deferred() {
+		var sec corev1.Secret
+		if err := s.cache.Get(context.Background(), name, &sec); err != nil {
+			continue // gone meanwhile: its delete event forgets it
+		}
+		s.upsert(&sec)
+	}
 }
 
 // TLSConfig is the TLS configuration of the HTTPS listener: TLS 1.2 or

@@ -7,10 +7,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +27,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/payloadserver"
 	"nodepool.dev/nodepool/internal/payloadserver/testpki"
 	"nodepool.dev/nodepool/internal/secrets"
@@ -40,8 +41,26 @@ func main() {
 		rounds      = flag.Int("rounds", 3, "measured windows per server and concurrency, alternating between the servers")
 		warmup      = flag.Duration("warmup", 500*time.Millisecond, "unmeasured time before each window, once every client has connected")
 		concurrency = flag.String("concurrency", "1,50,500", "comma-separated numbers of concurrent clients")
+		failures    = flag.Int("failures", 10000, "failed token attempts from one source during the valid-fetch comparison (0 skips it)")
+		attackers   = flag.Int("attackers", 1000, "concurrent connections sending the failed attempts")
+		failDelay   = flag.Duration("failure-max-delay", payloadserver.DefaultMaxFailureDelay, "the failure limiter's longest delay during the comparison (the server's default; a short one, such as 10ms, keeps the attacker busiest)")
+		indexPools  = flag.Int("index-pools", 0, "instead of the throughput benchmark, index this many pools of -size payloads and print the index's accounting and the heap")
+		gomemlimit  = flag.String("gomemlimit", "900MiB", "GOMEMLIMIT of the server -rss-pools runs, as config/payload-server sets it")
+		rssPools    = flag.Int("rss-pools", 0, "instead of the throughput benchmark, store this many pools of -size payloads in a test API server ($NODEPOOL_ASSETS), run `nodepool payload-server` on them and print its resident memory")
 	)
 	flag.Parse()
+	if *rssPools > 0 {
+		if err := measureRSS(*rssPools, *size, *gomemlimit); err != nil {
+			fail(err)
+		}
+		return
+	}
+	if *indexPools > 0 {
+		if err := measureIndex(*indexPools, *size); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *rounds < 1 || *duration <= 0 {
 		fail(fmt.Errorf("-rounds and -duration must be positive"))
 	}
@@ -53,7 +72,7 @@ func main() {
 		}
 		levels = append(levels, n)
 	}
-	if err := run(*size, *duration, *warmup, *rounds, levels); err != nil {
+	if err := run(*size, *duration, *warmup, *rounds, levels, failureRun{*failures, *attackers, *failDelay}); err != nil {
 		fail(err)
 	}
 }
@@ -70,7 +89,14 @@ type target struct {
 	stop func()
 }
 
-func run(size int, duration, warmup time.Duration, rounds int, levels []int) error {
+// failureRun configures the comparison of a valid machine's fetch with and
+// without failed attempts from the same source.
+type failureRun struct {
+	failures, attackers int
+	maxDelay            time.Duration
+}
+
+func run(size int, duration, warmup time.Duration, rounds int, levels []int, fr failureRun) error {
 	ca, err := testpki.NewCA("bench-ca")
 	if err != nil {
 		return err
@@ -79,13 +105,18 @@ func run(size int, duration, warmup time.Duration, rounds int, levels []int) err
 	if err != nil {
 		return err
 	}
-	ignition := payloadOf(size)
+	pl, err := composed(size)
+	if err != nil {
+		return err
+	}
+	ignition := pl.Ignition
 	token, err := secrets.GenerateToken()
 	if err != nil {
 		return err
 	}
 
-	ours, err := startPayloadServer(ignition, token, &cert)
+	limiter := payloadserver.NewFailureLimiter(payloadserver.FailureLimits{MaxDelay: fr.maxDelay})
+	ours, err := startPayloadServer(pl, token, &cert, limiter)
 	if err != nil {
 		return err
 	}
@@ -138,6 +169,143 @@ func run(size int, duration, warmup time.Duration, rounds int, levels []int) err
 			float64(res[0].p99)/float64(res[1].p99))
 	}
 	fmt.Println("ratio: req/s above 1 means the payload server is faster; p99 below 1 means its tail is shorter.")
+	if fr.failures > 0 {
+		return failedAttempts(ours.url, ca.Pool(), token, ignition, duration/time.Duration(rounds), warmup, fr)
+	}
+	return nil
+}
+
+// failedAttempts measures one valid machine's fetches alone, then while
+// fr.attackers connections from the same address (loopback) make
+// fr.failures failed token attempts, and prints both and their ratio.
+func failedAttempts(url string, roots *x509.CertPool, token string, want []byte, duration, warmup time.Duration, fr failureRun) error {
+	newTransport := func(n int) *http.Transport {
+		return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxIdleConnsPerHost: n, DisableCompression: true}
+	}
+	valid := newTransport(1)
+	defer valid.CloseIdleConnections()
+	var alone samples
+	if err := window(url, valid, 1, token, want, duration, warmup, &alone); err != nil {
+		return fmt.Errorf("valid fetches alone: %w", err)
+	}
+
+	bad, err := secrets.GenerateToken()
+	if err != nil {
+		return err
+	}
+	attack := newTransport(fr.attackers)
+	defer attack.CloseIdleConnections()
+	client := &http.Client{Transport: attack, Timeout: time.Minute}
+	var sent, refused atomic.Int64
+	var failed atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range fr.attackers {
+		wg.Go(func() {
+			for sent.Add(1) <= int64(fr.failures) {
+				req, _ := http.NewRequest(http.MethodGet, url, nil)
+				req.Header.Set("Authorization", "Bearer "+bad)
+				resp, err := client.Do(req)
+				if err != nil {
+					failed.CompareAndSwap(nil, err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusNetworkAuthenticationRequired {
+					failed.CompareAndSwap(nil, fmt.Errorf("a failed attempt got %d", resp.StatusCode))
+					return
+				}
+				refused.Add(1)
+			}
+		})
+	}
+	// The valid machine fetches while the attack runs: windows until the
+	// attack is over.
+	var during samples
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for over := false; !over; {
+		if err := window(url, valid, 1, token, want, duration/4, 0, &during); err != nil {
+			return fmt.Errorf("valid fetches during the attack: %w", err)
+		}
+		select {
+		case <-done:
+			over = true
+		default:
+		}
+	}
+	attackTime := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		return fmt.Errorf("failed attempts: %w", err)
+	}
+	a, d := alone.result(), during.result()
+	fmt.Printf("\nA valid machine's fetch (1 client) alone, then during %d failed token attempts from the same address\n", refused.Load())
+	fmt.Printf("(%d connections, all 511, %.0f/s over %s; failure limiter: %g/s, burst %d, max delay %s):\n",
+		fr.attackers, float64(refused.Load())/attackTime.Seconds(), attackTime.Round(100*time.Millisecond),
+		float64(payloadserver.DefaultFailuresPerSecond), payloadserver.DefaultFailureBurst, fr.maxDelay)
+	fmt.Printf("%-22s %10s %10s %10s\n", "", "req/s", "p50", "p99")
+	fmt.Printf("%-22s %10.0f %10s %10s\n", "alone", a.rps, round(a.p50), round(a.p99))
+	fmt.Printf("%-22s %10.0f %10s %10s\n", "during the attempts", d.rps, round(d.p50), round(d.p99))
+	fmt.Printf("%-22s %9.2fx %9.2fx %9.2fx\n", "ratio (during/alone)", d.rps/a.rps, float64(d.p50)/float64(a.p50), float64(d.p99)/float64(a.p99))
+	return nil
+}
+
+// measureIndex indexes pools pools of one size-byte payload and one token
+// Secret each, as the server does, and prints what the index accounts and
+// what the heap holds.
+func measureIndex(pools, size int) error {
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ix := payloadserver.NewIndex()
+	start := time.Now()
+	var cacheOnly int
+	for i := range pools {
+		pool := fmt.Sprintf("pool-%04d", i)
+		p, err := composedFor(pool, size)
+		if err != nil {
+			return err
+		}
+		ps, err := secrets.NewPayloadSecret("bench", pool+"-payload", p)
+		if err != nil {
+			return err
+		}
+		tok, err := secrets.GenerateToken()
+		if err != nil {
+			return err
+		}
+		ts, err := secrets.NewTokenSecret("bench", pool+"-token", secrets.Token{Pool: pool, Current: tok, RotatedAt: time.Now(), PayloadHash: p.Hash})
+		if err != nil {
+			return err
+		}
+		// The index keeps the stored gzip (shared with the cache's copy)
+		// and the inflated JSON; the fragments are dropped after the check.
+		cacheOnly += len(ps.Data[secrets.KeyFragments]) + len(ps.Data[secrets.KeyManifest])
+		for k, v := range ps.Data {
+			// Exactly sized, as decoded from the API server (the
+			// compressor's buffer is larger).
+			ps.Data[k] = bytes.Clone(v)
+		}
+		if err := ix.Upsert(ps); err != nil {
+			return err
+		}
+		if err := ix.Upsert(ts); err != nil {
+			return err
+		}
+	}
+	took := time.Since(start)
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := ix.Stats()
+	fmt.Printf("%d pools, payloads of %d KiB (random base64 file, as an embedded binary): indexed and verified in %s (%s each)\n",
+		pools, size>>10, took.Round(time.Millisecond), (took / time.Duration(pools)).Round(time.Microsecond))
+	fmt.Printf("index accounting: %d payloads, %.1f MiB (%.0f KiB each: JSON + gzip); default budget %d MiB\n",
+		st.PayloadSecrets, float64(st.Bytes)/(1<<20), float64(st.Bytes)/float64(pools)/1024, payloadserver.DefaultMaxIndexBytes>>20)
+	fmt.Printf("heap in use after GC: %.1f MiB more than before, for the index alone; the server's informer cache adds the\n"+
+		"fragments and manifests of the payload Secrets, %.1f MiB here (the gzip it shares with the index)\n",
+		float64(after.HeapInuse-before.HeapInuse)/(1<<20), float64(cacheOnly)/(1<<20))
 	return nil
 }
 
@@ -175,19 +343,39 @@ func payloadOf(size int) []byte {
 	return out
 }
 
+// composed is a payload of about size bytes composed as the controller
+// composes one (the payload server serves nothing else): its user-configs
+// fragment is payloadOf(size), the other fragments are empty.
+func composed(size int) (secrets.Payload, error) { return composedFor("bench", size) }
+
+// composedFor is composed for another pool.
+func composedFor(pool string, size int) (secrets.Payload, error) {
+	frags := map[inputs.Component][]byte{}
+	for _, c := range inputs.Components() {
+		frags[c] = []byte(`{"ignition":{"version":"3.5.0"}}`)
+	}
+	frags[inputs.UserConfigs] = payloadOf(size)
+	p, err := payload.Compose(pool, frags)
+	if err != nil {
+		return secrets.Payload{}, fmt.Errorf("composing the benchmark payload: %w", err)
+	}
+	out := secrets.Payload{Pool: pool, Hash: p.Hash, Ignition: p.Ignition, Manifest: map[string]string{}, Fragments: map[string][]byte{}}
+	for c, f := range p.Fragments {
+		out.Manifest[c.Name()] = p.Manifest[c]
+		out.Fragments[c.Name()] = f
+	}
+	return out, nil
+}
+
 // startPayloadServer serves the payload server's handler, TLS configuration
 // and http.Server settings over an index holding one pool.
-func startPayloadServer(ignition []byte, token string, cert *tls.Certificate) (target, error) {
+func startPayloadServer(p secrets.Payload, token string, cert *tls.Certificate, limiter *payloadserver.FailureLimiter) (target, error) {
 	ix := payloadserver.NewIndex()
-	hash := strings.Repeat("ab", 32)
-	frag := []byte(`{"ignition":{"version":"3.5.0"}}`)
-	p := secrets.Payload{Pool: "bench", Hash: hash, Ignition: ignition,
-		Manifest: map[string]string{"release": digest(frag)}, Fragments: map[string][]byte{"release": frag}}
 	ps, err := secrets.NewPayloadSecret("bench", "bench-payload", p)
 	if err != nil {
 		return target{}, err
 	}
-	ts, err := secrets.NewTokenSecret("bench", "bench-token", secrets.Token{Pool: "bench", Current: token, RotatedAt: time.Now(), PayloadHash: hash})
+	ts, err := secrets.NewTokenSecret("bench", "bench-token", secrets.Token{Pool: "bench", Current: token, RotatedAt: time.Now(), PayloadHash: p.Hash})
 	if err != nil {
 		return target{}, err
 	}
@@ -201,7 +389,7 @@ func startPayloadServer(ignition []byte, token string, cert *tls.Certificate) (t
 	if err != nil {
 		return target{}, err
 	}
-	h := payloadserver.NewHandler(ix, payloadserver.HandlerOptions{Metrics: m, OnFirstFetch: func(payloadserver.TokenSecretRef) {}})
+	h := payloadserver.NewHandler(ix, payloadserver.HandlerOptions{Metrics: m, OnFirstFetch: func(payloadserver.TokenSecretRef) {}, Failures: limiter})
 	srv := payloadserver.NewTLSServer(h, func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil }, payloadserver.Options{})
 	return serve("payload-server", srv, payloadserver.IgnitionPath)
 }
@@ -340,9 +528,4 @@ func window(url string, tr *http.Transport, clients int, token string, want []by
 		return err
 	}
 	return nil
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
