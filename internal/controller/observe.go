@@ -90,5 +90,12 @@ func fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input) error {
 	if n := secrets.DataBytes(s); n > limit {
 		return &rollout.PayloadTooLargeError{Bytes: n, Limit: limit}
 	}
+	fragments := 0
+	for _, f := range in.Latest.Fragments {
+		fragments += len(f)
+	}
+	if n := max(len(in.Latest.Ignition), fragments); n > secrets.MaxInflatedBytes {
+		return &rollout.PayloadTooLargeError{Bytes: n, Limit: secrets.MaxInflatedBytes, Inflated: true}
+	}
 	return nil
 }

@@ -87,7 +87,7 @@ type IndexLimits struct {
 const (
 	// DefaultMaxPayloadBytes: Ignition configs of workers are tens to
 	// hundreds of KiB; 4 MiB leaves room for embedded binaries.
-	DefaultMaxPayloadBytes = 4 << 20
+	DefaultMaxPayloadBytes = secrets.MaxInflatedBytes
 	// DefaultMaxPayloadsPerPool: a pool holds its running and latest
 	// payloads and those of a rollout or two in flight.
 	DefaultMaxPayloadsPerPool = 16

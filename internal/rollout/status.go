@@ -100,9 +100,15 @@ type PayloadTooLargeError struct {
 	// Bytes is the size of the payload Secret's data; Limit the most the
 	// API server stores.
 	Bytes, Limit int
+	// Inflated says the limit is on the uncompressed Ignition config (what
+	// the payload server serves), not on the Secret.
+	Inflated bool
 }
 
 func (e *PayloadTooLargeError) Error() string {
+	if e.Inflated {
+		return fmt.Sprintf("the rendered payload is %d bytes uncompressed, more than the %d bytes the payload server serves: make the configs in spec.config smaller", e.Bytes, e.Limit)
+	}
 	return fmt.Sprintf("the rendered payload needs a Secret of %d bytes (compressed), more than the %d bytes a Secret may hold: make the configs in spec.config smaller", e.Bytes, e.Limit)
 }
 

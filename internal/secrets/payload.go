@@ -235,6 +235,11 @@ func Gunzip(b []byte) ([]byte, error) {
 	return out, nil
 }
 
+// MaxInflatedBytes is the most the Ignition config (or the fragments) of
+// one payload may inflate to: the controller refuses to store a larger
+// payload, and the payload server's default refuses to serve one.
+const MaxInflatedBytes = 4 << 20
+
 // MaxDataBytes is the most data a Secret may hold: the API server refuses
 // a larger one.
 const MaxDataBytes = 1 << 20
