@@ -1,5 +1,5 @@
 // Command nodepool is the one binary of nodepool: each part of the system
-// (DESIGN.md §2) is a subcommand, wired here from the package that owns it.
+// is a subcommand, wired here from the package that owns it.
 // Run under the name kubectl-nodepool (a symlink or copy on the PATH), it is
 // the kubectl plugin instead.
 package main

@@ -201,7 +201,7 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 
 // applyUserData writes the pointer config with the token's current token.
 // Its name never changes for a token rotation; its content does, so a
-// scale-up after a rotation still boots (PRIOR-ART.md, hole 1).
+// scale-up after a rotation still boots.
 func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePool, w *world, a rollout.UserDataAction, tok secrets.Token) error {
 	if tok.Current == "" {
 		return fmt.Errorf("no token for user-data %s", a.Name)

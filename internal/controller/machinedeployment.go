@@ -16,8 +16,8 @@ import (
 )
 
 // desiredMachineDeployment sets on md everything the controller owns, with
-// every default Cluster API's webhook would set (no webhook runs for us;
-// PLATFORM-NOTES.md pitfall 1). The template's dataSecretName, version and
+// every default Cluster API's webhook would set (no webhook runs for us, so
+// nothing else defaults it). The template's dataSecretName, version and
 // infrastructure reference change only with target; replicas, autoscaler
 // bounds, strategy and drain timeout follow the spec in place.
 func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {

@@ -51,7 +51,7 @@ func management(name string, d Delivery) Component {
 	return Component{name: name, class: ClassManagement, delivery: d}
 }
 
-// The components of a payload (DESIGN.md §4). Their names are stable: they
+// The components of a payload. Their names are stable: they
 // appear in status, metrics, manifests and the hashes. Never rename one.
 var (
 	// Release is spec.release: the Kubernetes version and the OS image.

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// TestComponentsAreDesignTable pins the table of DESIGN.md §4: each
+// TestComponentsAreDesignTable pins the table of components: each
 // component's class and delivery. Changing a row changes what rolls nodes.
 func TestComponentsAreDesignTable(t *testing.T) {
 	want := map[string]string{

@@ -9,7 +9,7 @@ import (
 // The user-data Secret is the bootstrap data of the pool's machines (the
 // Cluster API contract: key "value", key "format"). Its annotations record
 // the hashes it was made for, so what the machines run can always be read
-// back (DESIGN.md §5). The controller writes them; Read decodes them.
+// back. The controller writes them; Read decodes them.
 const (
 	// KindUserData is the nodepool.dev/secret-kind of a user-data Secret.
 	KindUserData = "user-data"

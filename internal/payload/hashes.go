@@ -11,7 +11,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 )
 
-// Hashes of a pool's current inputs (DESIGN.md §4), each a hex sha256.
+// Hashes of a pool's current inputs, each a hex sha256.
 type Hashes struct {
 	// Rollout covers owner intent (the rollout components, release version
 	// included). Only it decides rollouts; it names user-data and token

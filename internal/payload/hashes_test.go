@@ -37,7 +37,7 @@ func TestGoldenHashes(t *testing.T) {
 
 // TestClassification changes one input at a time and checks which of the
 // three hashes change and in which payload components the latest payload
-// differs: DESIGN.md §4 as a table. Every component must appear.
+// differs: the table of components and classes as a test. Every component must appear.
 func TestClassification(t *testing.T) {
 	const (
 		none    = ""

@@ -27,7 +27,7 @@ func Short(hash string) string {
 // that booted the payload with this hash.
 func PayloadLabelValue(payloadHash string) string { return Short(payloadHash) }
 
-// UserDataSecretName is "<pool>-userdata-<rollout hash>" (DESIGN.md §5).
+// UserDataSecretName is "<pool>-userdata-<rollout hash>".
 func UserDataSecretName(pool, rolloutHash string) string {
 	return objectName(pool, "-userdata-", rolloutHash)
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // planCleanup lists the Secrets to delete. Cleanup is by reference, never by
-// recomputing a hash (PRIOR-ART.md, hole 2): a user-data Secret goes only
+// recomputing a hash: a user-data Secret goes only
 // when no MachineDeployment, MachineSet or Machine uses it, it is not the
 // target or the running one, and the grace period has passed since it was
 // made. Its token goes with it; a payload goes when no kept token serves it

@@ -30,7 +30,7 @@ func runningUserData(in Input) *UserData {
 // seedAnnotations makes the pool's annotations mirror what the machines
 // run. A missing annotation is seeded and a wrong one corrected from the
 // running user-data, never from the current inputs: a spec change made
-// while the controller was away must still roll out (PRIOR-ART.md, hole 6).
+// while the controller was away must still roll out.
 func seedAnnotations(in Input, running *UserData, p *Plan) {
 	if running == nil {
 		return

@@ -18,7 +18,7 @@ import (
 
 // Payload is the content of a payload Secret: what a node of the pool
 // boots, kept with the fragments it was merged from so a later payload can
-// reuse pinned ones (DESIGN.md §4).
+// reuse pinned ones.
 type Payload struct {
 	// Pool is the NodePool's name (label LabelPool).
 	Pool string
@@ -86,8 +86,7 @@ func digest(fragment []byte) string {
 }
 
 // NewPayloadSecret returns the immutable payload Secret namespace/name
-// holding p. The name is the caller's (DESIGN.md §5:
-// "<pool>-payload-<payload hash>"). Compression is deterministic: the same
+// holding p. The name is the caller's ("<pool>-payload-<payload hash>"). Compression is deterministic: the same
 // payload gives the same Secret.
 func NewPayloadSecret(namespace, name string, p Payload) (*corev1.Secret, error) {
 	if err := p.Validate(); err != nil {

@@ -91,7 +91,7 @@ func (t Token) Validate() error {
 }
 
 // NewTokenSecret returns the token Secret namespace/name holding t. The
-// name is the caller's (DESIGN.md §5: "<pool>-token-<rollout hash>").
+// name is the caller's ("<pool>-token-<rollout hash>").
 func NewTokenSecret(namespace, name string, t Token) (*corev1.Secret, error) {
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("token Secret %s/%s: %w", namespace, name, err)

@@ -22,7 +22,7 @@ import (
 
 // referenceChecker watches every deletion of a pool's Secret and records a
 // violation when a MachineDeployment, MachineSet or Machine still references
-// it as bootstrap data (PRIOR-ART.md, hole 2). It runs through every test.
+// it as bootstrap data. It runs through every test.
 type referenceChecker struct {
 	mu    sync.Mutex
 	found []string

@@ -38,7 +38,7 @@ func envInt(name string, def int) int {
 // TestTokensRotateForDaysAndScaleUpAlwaysBoots runs the controller on a
 // clock where a real second is 30 simulated minutes, tokens valid 11 hours
 // (rotated every 5.5), and boots a new machine every simulated couple of
-// hours, and once in the middle of a rollout (PRIOR-ART.md, holes 1 and 8).
+// hours, and once in the middle of a rollout.
 // `make test` simulates 12 hours; NODEPOOL_SIM_HOURS=48 the full two days.
 func TestTokensRotateForDaysAndScaleUpAlwaysBoots(t *testing.T) {
 	hours := envInt("NODEPOOL_SIM_HOURS", 12)

@@ -84,7 +84,7 @@ type World struct {
 	Settings    inputs.Settings
 }
 
-// New returns a world in which every input of DESIGN.md §4 is set.
+// New returns a world in which every input of a payload is set.
 func New() *World {
 	return &World{
 		Pool: &nodepoolv1.NodePool{

@@ -60,7 +60,7 @@ func CreateMachineTemplate(ctx context.Context, c client.Client, namespace, name
 // MachineDeployment returns a MachineDeployment of replicas machines of
 // Version over the SimMachineTemplate template, booting from the bootstrap
 // data Secret dataSecretName, with every field the Cluster API controllers
-// need when no webhook defaults them (PLATFORM-NOTES.md, pitfall 1).
+// need when no webhook defaults them.
 func MachineDeployment(namespace, cluster, name, template, dataSecretName string, replicas int32) *clusterv1.MachineDeployment {
 	labels := map[string]string{
 		clusterv1.ClusterNameLabel:           cluster,
