@@ -210,9 +210,9 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 		return st, nil
 	}
 	scheduled := updatingConfig != nil && updatingConfig.Reason == nodepoolv1.ReasonRolloutScheduled
-	if at, ok := applyPendingNotStarted(pool, w, o.now()); ok && !scheduled {
+	if f, ok := forcedNotStarted(pool, w, o.now()); ok {
 		st.Phase = PhaseStarting
-		st.Message = fmt.Sprintf("waiting for the controller to start the rollout that applies pending platform changes (requested at %s)", at.Format(time.RFC3339))
+		st.Message = fmt.Sprintf("waiting for the controller to start the %s (requested at %s)", f.what, f.at.Format(time.RFC3339))
 		return st, nil
 	}
 	if st.Replicas != st.Desired || st.Ready < st.Desired || st.UpToDate < st.Desired {
@@ -230,26 +230,57 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 	return st, nil
 }
 
-// applyPendingNotStarted reports whether an apply-pending request (an
-// annotation, which does not change the generation) is due and not yet on
-// the MachineDeployment, the engine's own test for a forced rollout that
-// was carried out (rollout.after at or after the request). A paused pool
-// reports Paused instead once the controller has seen the request, and a
-// newer forced rollout scheduled later (RolloutScheduled) includes it.
-func applyPendingNotStarted(pool *nodepoolv1.NodePool, w *workers, now time.Time) (time.Time, bool) {
-	v := pool.Annotations[rollout.AnnotationApplyPending]
-	if v == "" || w == nil {
-		return time.Time{}, false
-	}
-	at, err := time.Parse(time.RFC3339, v)
-	if err != nil || at.After(now) {
-		return time.Time{}, false
+// forcedNotStarted reports a forced rollout that is due, or due within
+// the next seconds, and not yet on the MachineDeployment (the engine's own
+// test for a forced rollout that was carried out: rollout.after at or
+// after the request): an apply-pending request (an annotation, which does
+// not change the generation) or a rolloutAfter. `rollout restart` and
+// `apply-pending` write the next whole second, so what they just asked
+// for shows as starting, not as scheduled. A paused pool reports Paused
+// instead once the controller has seen the request. A request the
+// controller had startGrace to act on and did not is done: it replaced
+// nothing.
+func forcedNotStarted(pool *nodepoolv1.NodePool, w *workers, now time.Time) (forcedRequest, bool) {
+	if w == nil {
+		return forcedRequest{}, false
 	}
 	if _, paused := rollout.PausedUntil(pool, now); paused {
-		return time.Time{}, false
+		return forcedRequest{}, false
 	}
-	applied := w.rolloutAfter != nil && !w.rolloutAfter.Before(at.UTC().Truncate(time.Second))
-	return at, !applied
+	var reqs []forcedRequest
+	if v := pool.Annotations[rollout.AnnotationApplyPending]; v != "" {
+		if at, err := time.Parse(time.RFC3339, v); err == nil {
+			reqs = append(reqs, forcedRequest{at: at, what: "rollout that applies pending platform changes"})
+		}
+	}
+	if ra := pool.Spec.Management.RolloutAfter; ra != nil && !ra.IsZero() {
+		reqs = append(reqs, forcedRequest{at: ra.Time, what: "forced rollout (restart)"})
+	}
+	for _, f := range reqs {
+		at := f.at.UTC().Truncate(time.Second)
+		// Older requests the controller has had time to act on: one it
+		// did not carry out replaced nothing (no machine was older).
+		if at.After(now.Add(imminent)) || at.Before(now.Add(-startGrace)) {
+			continue
+		}
+		if w.rolloutAfter == nil || w.rolloutAfter.Before(at) {
+			return f, true
+		}
+	}
+	return forcedRequest{}, false
+}
+
+// imminent is how soon a forced rollout must be due to count as asked for
+// now: the next whole second, with room for clock skew; startGrace how long
+// after its time the controller is given to start it.
+const (
+	imminent   = 2 * time.Second
+	startGrace = 30 * time.Second
+)
+
+type forcedRequest struct {
+	at   time.Time
+	what string
 }
 
 // workers is what status needs of the object that owns a pool's machines:
