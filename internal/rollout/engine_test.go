@@ -594,3 +594,28 @@ func TestARotatedPullSecretReachesNewMachinesDuringARollout(t *testing.T) {
 		t.Errorf("a credential rotation must start no rollout: record %+v", p.Record)
 	}
 }
+
+func TestADeletedTokenOfAnOlderRolloutStillInUseIsMadeAgain(t *testing.T) {
+	w := inputstest.New()
+	in, oldUD, _, _ := halfwayThroughAVersionRollout(t, w)
+	old := in.UserData[oldUD]
+	oldToken := payload.TokenSecretName(in.Pool.Name, old.RolloutHash)
+	delete(in.Tokens, oldToken)
+	p := Decide(in)
+	var tok *TokenAction
+	for i := range p.Tokens {
+		if p.Tokens[i].Name == oldToken {
+			tok = &p.Tokens[i]
+		}
+	}
+	if tok == nil || !tok.Create || tok.PayloadHash != old.PayloadHash {
+		t.Fatalf("tokens %+v: want %s made again, serving %s", p.Tokens, oldToken, payload.Short(old.PayloadHash))
+	}
+	rewritten := false
+	for _, a := range p.UserData {
+		rewritten = rewritten || (a.Name == oldUD && a.TokenName == oldToken)
+	}
+	if !rewritten {
+		t.Errorf("user-data %s must carry the new token: %+v", oldUD, p.UserData)
+	}
+}

@@ -87,6 +87,20 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 	// or that no machine is older than (Cluster API would replace
 	// nothing: a time before every machine, or the zero time), is done:
 	// it neither marks pending drift applied nor writes a record.
+	if due != nil && due.initiator == InitiatorPolicy && !due.applied(md) &&
+		md.MachinesCreatedBefore(due.at) == 0 && md.MachinesCreatedBefore(due.at.Add(time.Second)) > 0 {
+		// Machines made in the very second the drift was first seen are
+		// not older than it, so Cluster API would keep them although they
+		// may run the old payload: the policy asks for the next second.
+		bumped := &force{at: due.at.Add(time.Second), initiator: due.initiator}
+		due = nil
+		switch {
+		case !bumped.at.After(in.Now):
+			due = bumped
+		case next == nil || bumped.at.Before(next.at):
+			next = bumped
+		}
+	}
 	if due != nil && (due.applied(md) || md.MachinesCreatedBefore(due.at) == 0) {
 		due = nil
 	}

@@ -168,3 +168,26 @@ func TestForcedRollouts(t *testing.T) {
 		})
 	}
 }
+
+func TestTheRolloutPolicyReplacesMachinesMadeInTheSecondTheDriftWasSeen(t *testing.T) {
+	w := inputstest.New()
+	w.Pool.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
+	in := settled(t, w)
+	in.MachineDeployment.MachinesCreated = []time.Time{t0, t0}
+	bumpProxyImage(w)
+	in = relatest(t, in, w)
+	in.Now = t0.Add(500 * time.Millisecond)
+	p := Decide(in)
+	if p.Record != nil {
+		t.Fatalf("forced at once at %v: Cluster API would keep machines made in that second", p.Record.ForcedAt)
+	}
+	if c := cond(p, nodepoolv1.ConditionUpdatingConfig); c.Reason != nodepoolv1.ReasonRolloutScheduled {
+		t.Errorf("UpdatingConfig = %+v, want the policy rollout scheduled for the next second", c)
+	}
+	in.Pool.Status.PendingManagementChanges = p.Pending
+	in.Now = t0.Add(time.Second)
+	p = Decide(in)
+	if p.Record == nil || p.Record.Initiator != InitiatorPolicy || p.Record.ForcedAt == nil || !p.Record.ForcedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("record %+v, want a policy rollout forced at %v", p.Record, t0.Add(time.Second))
+	}
+}

@@ -37,8 +37,17 @@ func Decide(in Input) Plan {
 			continue
 		}
 		tokenName := payload.TokenSecretName(pool, ud.RolloutHash)
-		if t, ok := in.Tokens[tokenName]; ok && in.Referenced[name] {
-			planToken(in, tokenName, ud.RolloutHash, t.PayloadHash, &p)
+		if !in.Referenced[name] {
+			continue
+		}
+		// A token gone from under machines that still use its user-data
+		// is made again, serving the payload that rollout started with.
+		serves := ud.PayloadHash
+		if t, ok := in.Tokens[tokenName]; ok {
+			serves = t.PayloadHash
+		}
+		if serves != "" {
+			planToken(in, tokenName, ud.RolloutHash, serves, &p)
 			_, exists := stored[name]
 			p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName, Create: !exists})
 		}

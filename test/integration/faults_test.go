@@ -296,3 +296,26 @@ func TestAnInPlaceEditOfTheReferencedTemplateRollsWithoutWaitingForAResync(t *te
 		return settled(1)(s) && s.machines.Intersection(before.machines).Len() == 0
 	})
 }
+
+func TestAPayloadServerURLChangeReachesTheUserDataAtOnceAndRollsNothing(t *testing.T) {
+	p := newPool(t, "workers", 1)
+	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	moved := settings
+	// The same server under another URL (a query the server ignores):
+	// user-data content changes, its name must not.
+	moved.Inputs.PayloadServerURL = settings.Inputs.PayloadServerURL + "?moved=1"
+	restartController(t, moved)
+	defer restartController(t, settings)
+	name := currentUserData(t, p).Name
+	stack.WaitFor(t, 30*time.Second, "the user-data pointing at the new URL", func() string {
+		return string(currentUserData(t, p).Data["value"])
+	}, func(v string) bool { return strings.Contains(v, "moved=1") }, func(v string) string { return v })
+	if got := currentUserData(t, p).Name; got != name {
+		t.Fatalf("the user-data was renamed %s → %s: that rolls machines", name, got)
+	}
+	scale(t, p, 2)
+	after := waitFor(t, p, rolloutTimeout, "a scale-up boots through the new URL", settled(2))
+	if !after.machines.IsSuperset(before.machines) {
+		t.Errorf("a URL change replaced machines: before %s, after %s", before, after)
+	}
+}
