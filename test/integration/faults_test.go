@@ -314,7 +314,11 @@ func TestAPayloadServerURLChangeReachesTheUserDataAtOnceAndRollsNothing(t *testi
 		t.Fatalf("the user-data was renamed %s → %s: that rolls machines", name, got)
 	}
 	scale(t, p, 2)
-	after := waitFor(t, p, rolloutTimeout, "a scale-up boots through the new URL", settled(2))
+	// The URL is a fresh component: the new node boots it, the old one
+	// keeps running what it booted.
+	after := waitFor(t, p, rolloutTimeout, "a scale-up boots through the new URL", func(s state) bool {
+		return s.machines.Len() == 2 && s.nodes == 2 && len(s.payloads) == 2 && isTrue(s.pool, nodepoolv1.ConditionReady)
+	})
 	if !after.machines.IsSuperset(before.machines) {
 		t.Errorf("a URL change replaced machines: before %s, after %s", before, after)
 	}
