@@ -23,7 +23,7 @@ import (
 // TestRandomChangesReplaceMachinesOnlyWhenAsked mixes owner changes,
 // management changes, scaling, labels and forced rollouts across several
 // pools with faults (an owned Secret deleted or edited by hand, the
-// controller restarted), and checks after each that a machine was replaced if and only if an
+// controller or the payload server restarted), and checks after each that a machine was replaced if and only if an
 // owner change or a forced rollout of its pool asked for it. The reference
 // checker of TestMain meanwhile asserts no referenced Secret is deleted.
 // `make test` makes 12 changes; NODEPOOL_SOAK_CHANGES=100 the full soak.
@@ -53,7 +53,7 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		var what, initiator string
 		records := len(historyOf(t, p))
 		var restore func() bool // a fault's repair, checked once settled
-		switch rnd.IntN(9) {
+		switch rnd.IntN(10) {
 		case 0:
 			what = "owner: config content"
 			update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
@@ -112,6 +112,14 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		case 8:
 			what = "fault: the controller restarted"
 			restartController(t, settings)
+		case 9:
+			what = "fault: the payload server restarted, then a scale-up"
+			if err := st.RestartPayloadServer(); err != nil {
+				t.Fatal(err)
+			}
+			// A machine made now boots from the new server's index.
+			size[i] = min(size[i]+1, 4)
+			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
 		}
 		t.Logf("step %d: pool %d: %s", step, i, what)
 		for j, q := range pools {

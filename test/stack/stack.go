@@ -51,6 +51,10 @@ type Stack struct {
 	dir            string
 	mu             sync.Mutex
 	stopController func()
+	// payloadServer is how the payload server is started again on the
+	// same address, and stopPayloadServer stops the running one.
+	payloadServer     payloadserver.Options
+	stopPayloadServer func()
 }
 
 // Start starts the stack; call Stop when done.
@@ -77,11 +81,12 @@ func Start(ctx context.Context) (_ *Stack, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := payloadserver.New(payloadserver.Options{Config: env.Config, Address: "127.0.0.1:0", ProbeAddress: "0", CertFile: certFile, KeyFile: keyFile})
+	s.payloadServer = payloadserver.Options{Config: env.Config, Address: "127.0.0.1:0", ProbeAddress: "0", CertFile: certFile, KeyFile: keyFile}
+	srv, err := s.startPayloadServer()
 	if err != nil {
 		return nil, err
 	}
-	go func() { _ = srv.Start(env.Context()) }()
+	s.payloadServer.Address = srv.Addr().String()
 
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ManagementNamespace}}); err != nil {
 		return nil, err
@@ -206,4 +211,34 @@ func (s *Stack) WriteKubeconfig(name, namespace string) (string, error) {
 		return "", fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	return path, nil
+}
+
+// startPayloadServer starts the payload server with s.payloadServer's
+// options until the stack stops or it is restarted.
+func (s *Stack) startPayloadServer() (*payloadserver.Server, error) {
+	srv, err := payloadserver.New(s.payloadServer)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(s.Env.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Start(ctx)
+	}()
+	s.stopPayloadServer = func() { cancel(); <-done }
+	return srv, nil
+}
+
+// RestartPayloadServer stops the payload server and starts a new one on
+// the same address, with an empty index: it rebuilds it from the API
+// server, as after a crash or a rollout of its Deployment.
+func (s *Stack) RestartPayloadServer() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopPayloadServer != nil {
+		s.stopPayloadServer()
+	}
+	_, err := s.startPayloadServer()
+	return err
 }
