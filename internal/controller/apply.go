@@ -19,6 +19,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
@@ -93,6 +94,9 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	}
 	if err := r.syncNodes(ctx, pool, w); err != nil {
 		r.log(pool).Info("node labels and taints not propagated yet", "reason", err.Error())
+	}
+	if err := r.markUnreferenced(ctx, w, plan); err != nil {
+		return err
 	}
 	collected := false
 	for _, name := range plan.Delete {
@@ -297,4 +301,41 @@ func (r *Reconciler) now() time.Time {
 		return r.Clock()
 	}
 	return time.Now()
+}
+
+// markUnreferenced records on user-data Secrets when they were first found
+// unused (their cleanup grace period counts from then), and clears the
+// mark of those in use again.
+func (r *Reconciler) markUnreferenced(ctx context.Context, w *world, plan rollout.Plan) error {
+	now := r.now().UTC().Format(time.RFC3339)
+	mark := func(name string, set bool) error {
+		old, ok := w.userData[name]
+		if !ok {
+			return nil
+		}
+		patched := old.DeepCopy()
+		if set {
+			if patched.Annotations == nil {
+				patched.Annotations = map[string]string{}
+			}
+			patched.Annotations[observe.AnnotationUnreferencedSince] = now
+		} else {
+			delete(patched.Annotations, observe.AnnotationUnreferencedSince)
+		}
+		if err := r.Client.Patch(ctx, patched, client.MergeFrom(old)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("marking user-data Secret %s: %w", name, err)
+		}
+		return nil
+	}
+	for _, name := range plan.MarkUnreferenced {
+		if err := mark(name, true); err != nil {
+			return err
+		}
+	}
+	for _, name := range plan.MarkReferenced {
+		if err := mark(name, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }

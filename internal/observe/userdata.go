@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"nodepool.dev/nodepool/internal/rollout"
@@ -27,6 +29,9 @@ const (
 	AnnotationTemplate = "nodepool.dev/infrastructure-template"
 	// AnnotationTemplateKind is that clone's "Kind.group".
 	AnnotationTemplateKind = "nodepool.dev/infrastructure-template-kind"
+	// AnnotationUnreferencedSince is when the controller first found the
+	// user-data unused: its cleanup grace period counts from then.
+	AnnotationUnreferencedSince = "nodepool.dev/unreferenced-since"
 	// AnnotationTokenRotatedAt is when the token it carries was generated.
 	AnnotationTokenRotatedAt = "nodepool.dev/token-rotated-at"
 )
@@ -34,7 +39,12 @@ const (
 // DecodeUserData reads the hashes a user-data Secret was made for.
 func DecodeUserData(s *corev1.Secret) rollout.UserData {
 	a := s.Annotations
+	var since *time.Time
+	if t, err := time.Parse(time.RFC3339, a[AnnotationUnreferencedSince]); err == nil {
+		since = &t
+	}
 	return rollout.UserData{
+		UnreferencedSince:     since,
 		Name:                  s.Name,
 		RolloutHash:           a[AnnotationRolloutHash],
 		RolloutWithoutVersion: a[AnnotationRolloutWithoutVersion],

@@ -10,7 +10,7 @@ import (
 // recomputing a hash: a user-data Secret goes only
 // when no MachineDeployment, MachineSet or Machine uses it, it is not the
 // target or the running one, and the grace period has passed since it was
-// made. Its token goes with it; a payload goes when no kept token serves it
+// first found unused (a mark on the Secret records when). Its token goes with it; a payload goes when no kept token serves it
 // and no kept user-data started with it.
 func planCleanup(in Input, target, running *UserData, p *Plan) {
 	keepUD := map[string]bool{}
@@ -35,7 +35,18 @@ func planCleanup(in Input, target, running *UserData, p *Plan) {
 	for _, name := range sortedKeys(in.UserData) {
 		ud := in.UserData[name]
 		tokenName := payload.TokenSecretName(in.Pool.Name, ud.RolloutHash)
-		if keepUD[name] || in.Now.Before(ud.Created.Add(in.Settings.CleanupGracePeriod)) {
+		keep := keepUD[name]
+		switch {
+		case keep && ud.UnreferencedSince != nil:
+			p.MarkReferenced = append(p.MarkReferenced, name)
+		case keep:
+		case ud.UnreferencedSince == nil && in.Settings.CleanupGracePeriod > 0:
+			p.MarkUnreferenced = append(p.MarkUnreferenced, name)
+			keep = true
+		case ud.UnreferencedSince != nil && in.Now.Before(ud.UnreferencedSince.Add(in.Settings.CleanupGracePeriod)):
+			keep = true
+		}
+		if keep {
 			keepToken[tokenName] = true
 			keepPayload[ud.PayloadHash] = true
 			if t, ok := in.Tokens[tokenName]; ok {

@@ -393,10 +393,29 @@ func TestCleanupIsByReferenceAndAfterTheGracePeriod(t *testing.T) {
 		in.Payloads[u.PayloadHash] = &payload.Payload{Pool: pool, Hash: u.PayloadHash}
 	}
 	in.Referenced[used.Name] = true // a MachineSet or a Machine still boots from it
-	got := sets.New(Decide(in).Delete...)
+	// The grace period counts from the moment a Secret was found unused,
+	// not from its creation: used for 48 hours, then unused for a minute,
+	// it stays.
+	unusedAnHour, unusedAMinute := t0.Add(-time.Hour), t0.Add(-time.Minute)
+	u := in.UserData[stale.Name]
+	u.UnreferencedSince = &unusedAnHour
+	in.UserData[stale.Name] = u
+	recent := UserData{Name: payload.UserDataSecretName(pool, "dddd"), RolloutHash: "dddd", PayloadHash: "ssss", Created: t0.Add(-48 * time.Hour), UnreferencedSince: &unusedAMinute}
+	in.UserData[recent.Name] = recent
+	u = in.UserData[used.Name]
+	u.UnreferencedSince = &unusedAnHour // in use again (a rollback)
+	in.UserData[used.Name] = u
+	p := Decide(in)
+	got := sets.New(p.Delete...)
 	want := sets.New(stale.Name, payload.TokenSecretName(pool, "aaaa"), payload.PayloadSecretName(pool, "pppp"))
 	if !got.Equal(want) {
 		t.Errorf("deleted %v, want %v", sets.List(got), sets.List(want))
+	}
+	if m := sets.New(p.MarkUnreferenced...); !m.Equal(sets.New(fresh.Name)) {
+		t.Errorf("marked unreferenced %v, want only %s (found unused for the first time)", sets.List(m), fresh.Name)
+	}
+	if m := sets.New(p.MarkReferenced...); !m.Equal(sets.New(used.Name)) {
+		t.Errorf("marked referenced %v, want %s", sets.List(m), used.Name)
 	}
 }
 

@@ -94,9 +94,14 @@ func planRequeue(in Input, p *Plan) {
 	}
 	if len(p.Delete) == 0 && in.Settings.CleanupGracePeriod > 0 {
 		for name, ud := range in.UserData {
-			if !in.Referenced[name] {
-				consider(ud.Created.Add(in.Settings.CleanupGracePeriod).Sub(in.Now))
+			if in.Referenced[name] {
+				continue
 			}
+			since := in.Now
+			if ud.UnreferencedSince != nil {
+				since = *ud.UnreferencedSince
+			}
+			consider(since.Add(in.Settings.CleanupGracePeriod).Sub(in.Now))
 		}
 	}
 	if next > 0 {

@@ -118,6 +118,10 @@ type UserData struct {
 	TemplateName string
 	TemplateKind string
 	Created      time.Time
+	// UnreferencedSince is when the controller first found no
+	// MachineDeployment, MachineSet or Machine using it (nil while one
+	// does): the cleanup grace period counts from then.
+	UnreferencedSince *time.Time
 }
 
 // Token is a token Secret.
@@ -166,6 +170,10 @@ type Plan struct {
 	// Delete lists Secret names no object references any more, past the
 	// grace period.
 	Delete []string
+	// MarkUnreferenced names user-data Secrets found unreferenced for the
+	// first time (their grace period starts now); MarkReferenced those in
+	// use again (the mark is cleared).
+	MarkUnreferenced, MarkReferenced []string
 	// NodeActions are the steps of an InPlace pool's node updates.
 	NodeActions []NodeAction
 	// InPlaceTarget is an InPlace pool's target user-data and
