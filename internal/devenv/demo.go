@@ -397,7 +397,9 @@ func (d *demo) restart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	// The next whole second, as `kubectl nodepool rollout restart` writes:
+	// after every machine that exists now.
+	now := metav1.NewTime(time.Now().Truncate(time.Second).Add(time.Second))
 	d.begin("Force a restart", fmt.Sprintf("spec.management.rolloutAfter = %s (what `kubectl nodepool rollout restart` does)", now.UTC().Format(time.RFC3339)))
 	if err := d.update(ctx, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &now }); err != nil {
 		return err
