@@ -224,6 +224,9 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	// Secret, or a new payload server URL or CA, is rewritten at once.
 	updated := old.DeepCopy()
 	updated.Data, updated.Type = s.Data, s.Type
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
 	for k, v := range s.Labels {
 		updated.Labels[k] = v
 	}

@@ -70,7 +70,7 @@ func (r *Reconciler) createOwned(ctx context.Context, pool *nodepoolv1.NodePool,
 // controller to find it unreferenced.
 func (r *Reconciler) protectInUse(ctx context.Context, w *world) error {
 	for _, group := range []map[string]*corev1.Secret{w.userData, w.tokens, w.payloads} {
-		for _, s := range group {
+		for key, s := range group {
 			if !s.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(s, nodepoolv1.FinalizerInUse) {
 				continue
 			}
@@ -79,6 +79,8 @@ func (r *Reconciler) protectInUse(ctx context.Context, w *world) error {
 			if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(s, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("protecting Secret %s while in use: %w", s.Name, err)
 			}
+			// Later writes of this reconcile lock on the new version.
+			group[key] = patched
 		}
 	}
 	return nil

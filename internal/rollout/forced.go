@@ -113,7 +113,7 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 	}
 	// A pause holds a forced rollout whenever it is due; one due before
 	// the pause ends shows as held by the pause rather than scheduled.
-	if until, paused := pausedUntil(in.Pool, in.Now); paused && (until.IsZero() || !f.at.After(until)) {
+	if until, paused := PausedUntil(in.Pool, in.Now); paused && (until.IsZero() || !f.at.After(until)) {
 		if !f.at.After(in.Now) {
 			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred",
 				Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.initiator, untilText(in.Pool, until))})

@@ -86,7 +86,7 @@ func planRequeue(in Input, p *Plan) {
 	for _, t := range in.Tokens {
 		consider(t.RotatedAt.Add(in.Settings.TokenTTL / 2).Sub(in.Now))
 	}
-	if until, ok := pausedUntil(in.Pool, in.Now); ok && !until.IsZero() {
+	if until, ok := PausedUntil(in.Pool, in.Now); ok && !until.IsZero() {
 		consider(until.Sub(in.Now))
 	}
 	if p.scheduled != nil {

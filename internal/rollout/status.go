@@ -128,7 +128,7 @@ func pendingWhilePaused(in Input, target *UserData) string {
 	if in.Latest == nil || target == nil || target.RolloutHash == in.Hashes.Rollout {
 		return ""
 	}
-	until, paused := pausedUntil(in.Pool, in.Now)
+	until, paused := PausedUntil(in.Pool, in.Now)
 	if !paused {
 		return ""
 	}

@@ -25,7 +25,7 @@ func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
 	}
 	if current == nil && in.MachineDeployment == nil {
 		if last := lastTarget(in); last != nil {
-			if _, paused := pausedUntil(in.Pool, in.Now); paused || in.RenderErr != nil || in.Latest == nil {
+			if _, paused := PausedUntil(in.Pool, in.Now); paused || in.RenderErr != nil || in.Latest == nil {
 				// The MachineDeployment was deleted: recreate it on what the
 				// machines ran; a pause still holds the owner's change.
 				return last, false
@@ -39,7 +39,7 @@ func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
 		return current, false
 	}
 	if current != nil {
-		if until, paused := pausedUntil(in.Pool, in.Now); paused {
+		if until, paused := PausedUntil(in.Pool, in.Now); paused {
 			when := "when spec.management.pausedUntil is cleared"
 			if !until.IsZero() {
 				when = "at " + until.UTC().Format(time.RFC3339)
@@ -151,10 +151,6 @@ func PausedUntil(pool *nodepoolv1.NodePool, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return t, true
-}
-
-func pausedUntil(pool *nodepoolv1.NodePool, now time.Time) (time.Time, bool) {
-	return PausedUntil(pool, now)
 }
 
 // invalidPause reports whether pausedUntil is set to something that is

@@ -80,7 +80,7 @@ func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
 		}
 		mustCreate(t, handmade)
 	})
-	waitFor(t, p, 30*time.Second, "the conflict reported on the pool", func(s state) bool {
+	waitFor(t, p, 60*time.Second, "the conflict reported on the pool", func(s state) bool {
 		c := condition(s.pool, nodepoolv1.ConditionReconciliationActive)
 		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonNameConflict && strings.Contains(c.Message, "MachineDeployment workers")
 	})
@@ -104,7 +104,7 @@ func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
 	if err := env.Client.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	stack.WaitFor(t, 30*time.Second, "the pool gone", func() error {
+	stack.WaitFor(t, 60*time.Second, "the pool gone", func() error {
 		return env.Client.Get(ctx, client.ObjectKeyFromObject(p), &nodepoolv1.NodePool{})
 	}, apierrors.IsNotFound, func(err error) string { return fmt.Sprint(err) })
 	if md := machineDeploymentOf(t, p); !md.DeletionTimestamp.IsZero() {
@@ -120,7 +120,7 @@ func TestDeletingTheUserDataSecretOfAPausedPoolRollsNothing(t *testing.T) {
 		p.Spec.Management.PausedUntil = "true"
 		p.Spec.Release.Version = "v1.36.4"
 	})
-	waitFor(t, p, 30*time.Second, "the version change held by the pause", func(s state) bool {
+	waitFor(t, p, 60*time.Second, "the version change held by the pause", func(s state) bool {
 		return condition(s.pool, nodepoolv1.ConditionUpdatingVersion).Reason == nodepoolv1.ReasonPaused
 	})
 	ud := currentUserData(t, p)
@@ -128,7 +128,7 @@ func TestDeletingTheUserDataSecretOfAPausedPoolRollsNothing(t *testing.T) {
 	if err := env.Client.Delete(ctx, ud); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, p, 30*time.Second, "the deletion reported", func(s state) bool {
+	waitFor(t, p, 60*time.Second, "the deletion reported", func(s state) bool {
 		c := condition(s.pool, nodepoolv1.ConditionBootstrapDataAvailable)
 		return c.Reason == nodepoolv1.ReasonSecretInUse && strings.Contains(c.Message, ud.Name)
 	})
@@ -160,7 +160,7 @@ func TestAnEditedUserDataSecretIsRestored(t *testing.T) {
 	ud := currentUserData(t, p)
 	want := ud.Data["value"]
 	update(t, ud, func(s *corev1.Secret) { s.Data["value"] = []byte(`{"ignition":{"version":"3.4.0"}}`) })
-	stack.WaitFor(t, 30*time.Second, "the user-data restored", func() []byte {
+	stack.WaitFor(t, 60*time.Second, "the user-data restored", func() []byte {
 		return currentUserData(t, p).Data["value"]
 	}, func(v []byte) bool { return bytes.Equal(v, want) }, func(v []byte) string { return string(v) })
 	// A scale-up boots from it.
@@ -307,7 +307,7 @@ func TestAPayloadServerURLChangeReachesTheUserDataAtOnceAndRollsNothing(t *testi
 	restartController(t, moved)
 	defer restartController(t, settings)
 	name := currentUserData(t, p).Name
-	stack.WaitFor(t, 30*time.Second, "the user-data pointing at the new URL", func() string {
+	stack.WaitFor(t, 60*time.Second, "the user-data pointing at the new URL", func() string {
 		return string(currentUserData(t, p).Data["value"])
 	}, func(v string) bool { return strings.Contains(v, "moved=1") }, func(v string) string { return v })
 	if got := currentUserData(t, p).Name; got != name {
