@@ -46,8 +46,6 @@ const (
 	ReasonManagementConfigDrift = "ManagementConfigDrift"
 	// ReasonRolloutInProgress says machines are being replaced or updated.
 	ReasonRolloutInProgress = "RolloutInProgress"
-	// ReasonRolloutComplete says every machine runs the current rollout.
-	ReasonRolloutComplete = "RolloutComplete"
 	// ReasonRolloutScheduled says a forced rollout waits for rolloutAfter.
 	ReasonRolloutScheduled = "RolloutScheduled"
 	// ReasonPaused says no rollout starts until pausedUntil.
@@ -90,6 +88,11 @@ const (
 	// ReasonDrainBlocked says an InPlace update waits for a node's drain
 	// (a PodDisruptionBudget refuses an eviction).
 	ReasonDrainBlocked = "DrainBlocked"
+	// ReasonApplyFailed says a write of the reconcile failed (the message
+	// has the API server's answer).
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonReadFailed says the pool's objects or inputs could not be read.
+	ReasonReadFailed = "ReadFailed"
 )
 
 // Annotations, labels and finalizers.

@@ -12,6 +12,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 func newRestartCommand(o *Options) *cobra.Command {
@@ -203,15 +204,15 @@ func patchPool(ctx context.Context, c client.Client, pool *nodepoolv1.NodePool, 
 
 // warnPaused says when a forced rollout waits for a pause to end.
 func (o *Options) warnPaused(pool *nodepoolv1.NodePool) {
-	until, paused := rollout.PausedUntil(pool, o.now())
+	pause := poolmath.PauseAt(pool, o.now())
 	switch {
-	case !paused:
-	case until.IsZero() && pool.Spec.Management.PausedUntil == "true":
+	case !pause.Paused:
+	case pause.Invalid:
+		fmt.Fprintf(o.ErrOut, "Warning: %s is held as paused (%s): the rollout starts when it is corrected or resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pause.InvalidText(), pool.Name)
+	case pause.Indefinite():
 		fmt.Fprintf(o.ErrOut, "Warning: %s is paused: the rollout starts when it is resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Name)
-	case until.IsZero():
-		fmt.Fprintf(o.ErrOut, "Warning: %s is held as paused (spec.management.pausedUntil %q is not an RFC3339 time): the rollout starts when it is corrected or resumed (kubectl nodepool rollout resume %s)\n", poolRef(pool), pool.Spec.Management.PausedUntil, pool.Name)
 	default:
-		fmt.Fprintf(o.ErrOut, "Warning: %s is paused until %s: the rollout starts then\n", poolRef(pool), until.UTC().Format(time.RFC3339))
+		fmt.Fprintf(o.ErrOut, "Warning: %s is paused until %s: the rollout starts then\n", poolRef(pool), pause.Until.UTC().Format(time.RFC3339))
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // FleetRow is one pool of the fleet.
@@ -130,21 +130,22 @@ func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, erro
 	if err := c.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing NodePools %s: %w", where, err)
 	}
-	now := o.now()
+	return fleetRows(o.now(), list.Items, pendingOnly), nil
+}
+
+// fleetRows summarises pools from their status.
+func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []FleetRow {
 	var rows []FleetRow
-	for _, p := range list.Items {
+	for _, p := range pools {
 		r := FleetRow{
 			Namespace: p.Namespace, Pool: p.Name, Cluster: p.Spec.ClusterName, Version: p.Status.Version,
 			Ready: p.Status.ReadyReplicas, UpToDate: p.Status.UpdatedReplicas, Updating: p.Status.Updating,
 			ManagementUpdates: string(p.Spec.Management.ManagementUpdates), Drift: []FleetDrift{},
 		}
-		switch {
-		case p.Spec.Replicas != nil:
-			r.Desired = *p.Spec.Replicas
-		default:
-			r.Desired = p.Status.Replicas
-		}
-		if _, paused := rollout.PausedUntil(&p, now); paused {
+		// The fleet reads the pools' status only (no per-pool observe):
+		// the autoscaler's count is the replicas the status reports.
+		r.Desired = poolmath.DesiredReplicas(&p.Spec, &p.Status.Replicas)
+		if poolmath.PauseAt(&p, now).Paused {
 			r.Paused = p.Spec.Management.PausedUntil
 		}
 		for _, d := range p.Status.PendingManagementChanges {
@@ -157,7 +158,7 @@ func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, erro
 		}
 		rows = append(rows, r)
 	}
-	return rows, nil
+	return rows
 }
 
 func fleetTable(now time.Time, rows []FleetRow) *table {

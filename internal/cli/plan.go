@@ -11,14 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
-	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // What a plan predicts for a pool (PlanResult.Rollout).
@@ -297,65 +297,35 @@ func apiMessage(err error) string {
 	return err.Error()
 }
 
-// describePlan turns the engine's plan into what the user asked.
+// describePlan turns the engine's decision into what the user asked: the
+// decision says what happens, for whom and to how many machines; plan only
+// words it and adds the strategy's steps.
 func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
-	in, plan := d.In, d.Plan
+	in, plan, dec := d.In, d.Plan, d.Plan.Decision
 	r.RolloutHash, r.InPlace = in.Hashes.Rollout, inPlaceChanges(live, pool)
 	if in.Latest != nil {
 		r.PayloadHash = in.Latest.Hash
 	}
-	desired := ptr.Deref(pool.Spec.Replicas, 0)
-	if pool.Spec.Replicas == nil && pool.Spec.AutoScaling != nil {
-		desired = pool.Spec.AutoScaling.Min
-		if md := in.MachineDeployment; md != nil && md.Replicas > desired {
-			desired = min(md.Replicas, pool.Spec.AutoScaling.Max)
-		}
-	}
-	strategy(r, pool, desired)
-
-	switch {
-	case in.RenderErr != nil:
-		r.Rollout = PlanInvalid
+	strategy(r, pool, dec.Replicas)
+	r.Initiator = string(dec.Initiator)
+	r.Machines = dec.Machines
+	switch dec.Action {
+	case rollout.ActionInvalid:
+		r.Rollout, r.Initiator, r.Machines = PlanInvalid, "", 0
 		r.Message = "the pool's inputs would be invalid, so nothing changes on the nodes and scale-up keeps booting the payload the pool serves: " + in.RenderErr.Error()
 		return
-	case live == nil:
-		r.Rollout, r.Rolls, r.Machines, r.Steps = PlanCreate, true, desired, 1
-		if plan.Record != nil {
-			r.Initiator = string(plan.Record.Initiator)
-		}
-		r.Message = fmt.Sprintf("a new pool: %d machines are created, booting payload %s", desired, payload.Short(r.PayloadHash))
+	case rollout.ActionCreate:
+		r.Rollout, r.Rolls, r.Steps = PlanCreate, true, 1
+		r.Message = fmt.Sprintf("a new pool: %d machines are created, booting payload %s", r.Machines, payload.Short(r.PayloadHash))
 		return
-	}
-	rec := plan.Record
-	paused, scheduled := "", ""
-	for _, c := range plan.Conditions {
-		if c.Type != nodepoolv1.ConditionUpdatingConfig && c.Type != nodepoolv1.ConditionUpdatingVersion {
-			continue
-		}
-		switch c.Reason {
-		case nodepoolv1.ReasonPaused:
-			paused = or(paused, c.Message)
-		case nodepoolv1.ReasonRolloutScheduled:
-			scheduled = or(scheduled, c.Message)
-		}
-	}
-	machines := int32(len(liveMachines(d)))
-	switch {
-	case rec != nil:
-		r.Rollout, r.Rolls, r.Initiator = PlanNow, true, string(rec.Initiator)
-		r.Machines = max(machines, desired)
-		if rec.ForcedAt != nil {
-			r.Machines = observe.ForcedOut(d.Objects.MachineSets, d.Objects.Machines, *rec.ForcedAt)
-			if d.Objects.InPlaceSet != nil {
-				r.Machines = observe.UpdatedBefore(d.Objects.Machines, *rec.ForcedAt)
-			}
-		}
-	case paused != "":
-		r.Rollout, r.Rolls, r.Machines = PlanDeferred, true, max(machines, desired)
-	case scheduled != "":
-		r.Rollout, r.Rolls, r.Machines = PlanScheduled, true, max(machines, desired)
+	case rollout.ActionStart, rollout.ActionForce:
+		r.Rollout, r.Rolls = PlanNow, true
+	case rollout.ActionDefer:
+		r.Rollout, r.Rolls = PlanDeferred, true
+	case rollout.ActionSchedule:
+		r.Rollout, r.Rolls = PlanScheduled, true
 	default:
-		r.Rollout = PlanNone
+		r.Rollout, r.Initiator, r.Machines = PlanNone, "", 0
 	}
 	// What the machines would run after the rollout that differs from what
 	// they run; the drift a rollout does not carry stays pending.
@@ -372,18 +342,7 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 		}
 	}
 	r.Steps = steps(r)
-	r.Message = planMessage(r, paused, scheduled, pool)
-}
-
-// liveMachines are the pool's machines not being deleted.
-func liveMachines(d *decision) []string {
-	var out []string
-	for _, m := range d.Objects.Machines {
-		if m.DeletionTimestamp.IsZero() {
-			out = append(out, m.Name)
-		}
-	}
-	return out
+	r.Message = planMessage(r, engineCondition(plan, dec.Action), pool)
 }
 
 // changedComponents are the components in which what the machines would
@@ -414,15 +373,15 @@ func changedComponents(d *decision) []PlanComponent {
 	return out
 }
 
-// strategy fills how machines are replaced: Cluster API's RollingUpdate
-// resolves maxSurge rounding up and maxUnavailable rounding down against
-// the desired count, and uses maxUnavailable 1 when both come to 0.
 // strategyInPlace names the strategy of InPlace pools in a plan.
 const strategyInPlace = "InPlace"
 
+// strategy fills how machines are replaced: maxSurge and maxUnavailable
+// resolved against the desired count by Cluster API's own rule
+// (poolmath.Fenceposts), or an InPlace pool's maxUnavailable.
 func strategy(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
 	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
-		r.Strategy, r.MaxUnavailable = strategyInPlace, observe.MaxUnavailable(pool, desired)
+		r.Strategy, r.MaxUnavailable = strategyInPlace, poolmath.InPlaceMaxUnavailable(pool.Spec.Management.InPlace.MaxUnavailable, desired)
 		return
 	}
 	rs := pool.Spec.Management.Replace
@@ -430,28 +389,18 @@ func strategy(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
 	if r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
 		return
 	}
-	surge := ptr.Deref(rs.RollingUpdate.MaxSurge, intstr.FromInt32(1))
-	unavailable := ptr.Deref(rs.RollingUpdate.MaxUnavailable, intstr.FromInt32(0))
-	s, err1 := intstr.GetScaledValueFromIntOrPercent(&surge, int(desired), true)
-	u, err2 := intstr.GetScaledValueFromIntOrPercent(&unavailable, int(desired), false)
-	if err1 != nil || err2 != nil {
+	s, u, err := poolmath.Fenceposts(rs.RollingUpdate.MaxSurge, rs.RollingUpdate.MaxUnavailable, desired)
+	if err != nil {
 		return
 	}
-	if s == 0 && u == 0 {
-		u = 1
-	}
-	r.MaxSurge, r.MaxUnavailable = int32(s), int32(u)
+	r.MaxSurge, r.MaxUnavailable = s, u
 }
 
 func steps(r *PlanResult) int32 {
-	if !r.Rolls || r.Machines == 0 || (r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) && r.Strategy != strategyInPlace) {
+	if !r.Rolls || (r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) && r.Strategy != strategyInPlace) {
 		return 0
 	}
-	per := r.MaxSurge + r.MaxUnavailable
-	if per <= 0 {
-		return 0
-	}
-	return (r.Machines + per - 1) / per
+	return poolmath.Steps(r.Machines, r.MaxSurge, r.MaxUnavailable)
 }
 
 // inPlaceChanges lists what changes without replacing a machine.
@@ -489,7 +438,7 @@ func size(s *nodepoolv1.NodePoolSpec) string {
 	return fmt.Sprint(ptr.Deref(s.Replicas, 0))
 }
 
-func planMessage(r *PlanResult, paused, scheduled string, pool *nodepoolv1.NodePool) string {
+func planMessage(r *PlanResult, waits string, pool *nodepoolv1.NodePool) string {
 	var parts []string
 	how := fmt.Sprintf("%d machines replaced in %d steps (RollingUpdate, maxSurge %d, maxUnavailable %d)", r.Machines, r.Steps, r.MaxSurge, r.MaxUnavailable)
 	switch r.Strategy {
@@ -503,9 +452,9 @@ func planMessage(r *PlanResult, paused, scheduled string, pool *nodepoolv1.NodeP
 	case PlanNow:
 		parts = append(parts, fmt.Sprintf("nodes roll now (initiator %s): %s", r.Initiator, how))
 	case PlanDeferred:
-		parts = append(parts, fmt.Sprintf("nodes roll when the pause ends: %s; %s", how, paused))
+		parts = append(parts, fmt.Sprintf("nodes roll when the pause ends: %s; %s", how, waits))
 	case PlanScheduled:
-		parts = append(parts, fmt.Sprintf("nodes roll later: %s; %s", how, scheduled))
+		parts = append(parts, fmt.Sprintf("nodes roll later: %s; %s", how, waits))
 	default:
 		if u := pool.Status.Updating; u != "" {
 			parts = append(parts, "no machine is replaced beyond the rollout in progress (updating "+u+")")

@@ -6,13 +6,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
@@ -143,77 +139,72 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 	}
 }
 
-// currentStatus reads where the pool's rollout stands from its status,
-// conditions and MachineDeployment.
+// currentStatus reads where the pool's rollout stands: from its status
+// and conditions (what the controller did), and from the engine's decision
+// on what exists now (what the controller does next), observed as the
+// controller observes. The engine, not a copy of its rules, says whether a
+// rollout is paused, about to start, or scheduled.
 func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) (RolloutStatus, error) {
+	dec, err := o.decide(ctx, c, c, pool)
+	if err != nil {
+		return RolloutStatus{Namespace: pool.Namespace, Pool: pool.Name}, err
+	}
+	return statusOf(pool, dec.Plan, o.now()), nil
+}
+
+// statusOf is where the pool's rollout stands, given the engine's plan for
+// it now.
+func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) RolloutStatus {
 	st := RolloutStatus{
 		Namespace: pool.Namespace, Pool: pool.Name,
 		Replicas: pool.Status.Replicas, Ready: pool.Status.ReadyReplicas, UpToDate: pool.Status.UpdatedReplicas,
 		Version: pool.Status.Version, Updating: pool.Status.Updating,
 	}
-	w, err := readWorkers(ctx, c, pool)
-	if err != nil {
-		return st, err
-	}
-	switch {
-	case pool.Spec.Replicas != nil:
-		st.Desired = *pool.Spec.Replicas
-	case w != nil:
-		st.Desired = w.replicas
-	case pool.Spec.AutoScaling != nil:
-		st.Desired = pool.Spec.AutoScaling.Min
-	}
+	d := plan.Decision
+	st.Desired = d.Replicas
 	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(pool.Status.Conditions, t) }
 	isFalse := func(t string) (*metav1.Condition, bool) {
 		c := cond(t)
 		return c, c != nil && c.Status == metav1.ConditionFalse
 	}
-	updatingConfig, updatingVersion := cond(nodepoolv1.ConditionUpdatingConfig), cond(nodepoolv1.ConditionUpdatingVersion)
-	paused := func(c *metav1.Condition) bool { return c != nil && c.Reason == nodepoolv1.ReasonPaused }
 	st.idle = pool.Status.Updating == ""
 	if c, f := isFalse(nodepoolv1.ConditionReconciliationActive); f && (c.Reason == nodepoolv1.ReasonUnsupported || c.Reason == nodepoolv1.ReasonNameConflict) {
 		st.Phase, st.Message = PhaseFailed, c.Message
-		return st, nil
+		return st
 	}
 	if !pool.DeletionTimestamp.IsZero() {
 		st.Phase, st.Message = PhaseFailed, "the pool is being deleted"
-		return st, nil
+		return st
 	}
 	if pool.Status.ObservedGeneration < pool.Generation {
 		st.Phase = PhasePending
 		st.Message = fmt.Sprintf("waiting for the controller to observe generation %d (it has seen %d)", pool.Generation, pool.Status.ObservedGeneration)
-		return st, nil
+		return st
 	}
 	for _, t := range []string{nodepoolv1.ConditionValidMachineConfig, nodepoolv1.ConditionValidGeneratedPayload} {
 		if c, f := isFalse(t); f {
 			st.Phase, st.Message = PhaseFailed, fmt.Sprintf("%s is False (%s): %s", t, c.Reason, c.Message)
-			return st, nil
+			return st
 		}
 	}
 	switch {
-	case paused(updatingConfig) || paused(updatingVersion):
-		st.Phase = PhasePaused
-		st.Message = updatingConfig.Message
-		if paused(updatingVersion) && !paused(updatingConfig) {
-			st.Message = updatingVersion.Message
-		}
-		st.pausedIndefinitely = pool.Spec.Management.PausedUntil == "true"
-		return st, nil
 	case pool.Status.Updating != "":
 		st.Phase = PhaseRollingOut
-		for _, c := range []*metav1.Condition{updatingConfig, updatingVersion} {
-			if c != nil && c.Status == metav1.ConditionTrue {
+		for _, t := range []string{nodepoolv1.ConditionUpdatingConfig, nodepoolv1.ConditionUpdatingVersion} {
+			if c := cond(t); c != nil && c.Status == metav1.ConditionTrue {
 				st.Message = c.Message
 				break
 			}
 		}
-		return st, nil
-	}
-	scheduled := updatingConfig != nil && updatingConfig.Reason == nodepoolv1.ReasonRolloutScheduled
-	if f, ok := forcedNotStarted(pool, w, o.now()); ok {
+		return st
+	case d.Action == rollout.ActionDefer:
+		st.Phase, st.pausedIndefinitely = PhasePaused, d.Pause.Indefinite()
+		st.Message = engineCondition(plan, rollout.ActionDefer)
+		return st
+	case startsNow(d, now):
 		st.Phase = PhaseStarting
-		st.Message = fmt.Sprintf("waiting for the controller to start the %s (requested at %s)", f.what, f.at.Format(time.RFC3339))
-		return st, nil
+		st.Message = fmt.Sprintf("waiting for the controller to start the %s", describeDecision(d))
+		return st
 	}
 	if st.Replicas != st.Desired || st.Ready < st.Desired || st.UpToDate < st.Desired {
 		st.Phase = PhaseScaling
@@ -221,104 +212,65 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 		if c := cond(nodepoolv1.ConditionAllMachinesReady); c != nil && c.Status != metav1.ConditionTrue {
 			st.Message += ": " + c.Message
 		}
-		return st, nil
+		return st
 	}
 	st.Phase = PhaseComplete
-	if scheduled {
-		st.Note = updatingConfig.Message
+	if d.Action == rollout.ActionSchedule {
+		st.Note = engineCondition(plan, rollout.ActionSchedule)
 	}
-	return st, nil
+	return st
 }
 
-// forcedNotStarted reports a forced rollout that is due, or due within
-// the next seconds, and not yet on the MachineDeployment (the engine's own
-// test for a forced rollout that was carried out: rollout.after at or
-// after the request): an apply-pending request (an annotation, which does
-// not change the generation) or a rolloutAfter. `rollout restart` and
-// `apply-pending` write the next whole second, so what they just asked
-// for shows as starting, not as scheduled. A paused pool reports Paused
-// instead once the controller has seen the request. A request the
-// controller had startGrace to act on and did not is done: it replaced
-// nothing.
-func forcedNotStarted(pool *nodepoolv1.NodePool, w *workers, now time.Time) (forcedRequest, bool) {
-	if w == nil {
-		return forcedRequest{}, false
+// startsNow reports a rollout the engine starts now and the controller has
+// not started yet: an owner change or a forced rollout due (`rollout
+// restart` and `apply-pending` write the next whole second, so a forced
+// rollout due within imminent counts too).
+func startsNow(d rollout.Decision, now time.Time) bool {
+	switch d.Action {
+	case rollout.ActionStart, rollout.ActionForce:
+		return true
+	case rollout.ActionSchedule:
+		return !d.At.After(now.Add(imminent))
 	}
-	if _, paused := rollout.PausedUntil(pool, now); paused {
-		return forcedRequest{}, false
-	}
-	var reqs []forcedRequest
-	if v := pool.Annotations[rollout.AnnotationApplyPending]; v != "" {
-		if at, err := time.Parse(time.RFC3339, v); err == nil {
-			reqs = append(reqs, forcedRequest{at: at, what: "rollout that applies pending platform changes"})
-		}
-	}
-	if ra := pool.Spec.Management.RolloutAfter; ra != nil && !ra.IsZero() {
-		reqs = append(reqs, forcedRequest{at: ra.Time, what: "forced rollout (restart)"})
-	}
-	for _, f := range reqs {
-		at := f.at.UTC().Truncate(time.Second)
-		// Older requests the controller has had time to act on: one it
-		// did not carry out replaced nothing (no machine was older).
-		if at.After(now.Add(imminent)) || at.Before(now.Add(-startGrace)) {
-			continue
-		}
-		if w.rolloutAfter == nil || w.rolloutAfter.Before(at) {
-			return f, true
-		}
-	}
-	return forcedRequest{}, false
+	return false
 }
 
-// imminent is how soon a forced rollout must be due to count as asked for
-// now: the next whole second, with room for clock skew; startGrace how long
-// after its time the controller is given to start it.
-const (
-	imminent   = 2 * time.Second
-	startGrace = 30 * time.Second
-)
+// imminent is how soon a scheduled forced rollout must be due to count as
+// starting: the next whole second, with room for clock skew.
+const imminent = 2 * time.Second
 
-type forcedRequest struct {
-	at   time.Time
-	what string
+// describeDecision names the rollout a decision starts.
+func describeDecision(d rollout.Decision) string {
+	at := ""
+	if !d.At.IsZero() {
+		at = " (requested at " + d.At.UTC().Format(time.RFC3339) + ")"
+	}
+	switch d.Initiator {
+	case rollout.InitiatorPlatform:
+		return "rollout that applies pending platform changes" + at
+	case rollout.InitiatorRestart:
+		return "forced rollout (restart)" + at
+	case rollout.InitiatorPolicy:
+		return "rollout that applies pending platform changes (managementUpdates: Rollout)" + at
+	case rollout.InitiatorVersion:
+		return "rollout of version change"
+	}
+	return "rollout of the spec change"
 }
 
-// workers is what status needs of the object that owns a pool's machines:
-// the MachineDeployment of a Replace pool, the MachineSet of an InPlace one.
-type workers struct {
-	replicas     int32
-	rolloutAfter *time.Time
-}
-
-// readWorkers reads it; nil when it does not exist yet.
-func readWorkers(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) (*workers, error) {
-	key := client.ObjectKeyFromObject(pool)
-	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
-		ms := &clusterv1.MachineSet{}
-		if err := c.Get(ctx, key, ms); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("reading MachineSet %s: %w", key, err)
-		}
-		w := &workers{replicas: ptr.Deref(ms.Spec.Replicas, 0)}
-		if t, err := time.Parse(time.RFC3339, ms.Annotations[nodepoolv1.AnnotationInPlaceRolloutAfter]); err == nil {
-			w.rolloutAfter = &t
-		}
-		return w, nil
+// engineCondition is the message the engine writes on the updating
+// conditions for a deferred or scheduled rollout.
+func engineCondition(p rollout.Plan, a rollout.Action) string {
+	want := nodepoolv1.ReasonPaused
+	if a == rollout.ActionSchedule {
+		want = nodepoolv1.ReasonRolloutScheduled
 	}
-	md := &clusterv1.MachineDeployment{}
-	if err := c.Get(ctx, key, md); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
+	for _, c := range p.Conditions {
+		if (c.Type == nodepoolv1.ConditionUpdatingConfig || c.Type == nodepoolv1.ConditionUpdatingVersion) && c.Reason == want {
+			return c.Message
 		}
-		return nil, fmt.Errorf("reading MachineDeployment %s: %w", key, err)
 	}
-	w := &workers{replicas: ptr.Deref(md.Spec.Replicas, 0)}
-	if !md.Spec.Rollout.After.IsZero() {
-		w.rolloutAfter = &md.Spec.Rollout.After.Time
-	}
-	return w, nil
+	return ""
 }
 
 func (st RolloutStatus) progress() string {

@@ -19,7 +19,7 @@ import (
 // recordHistory writes the plan's rollout record as a new revision, marks
 // the one it supersedes, records a completion, and prunes old revisions.
 func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, plan rollout.Plan) error {
-	if plan.Record == nil && !plan.Settled {
+	if plan.Record == nil && plan.Finish == "" {
 		return nil
 	}
 	list := &appsv1.ControllerRevisionList{}
@@ -62,19 +62,18 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		}
 		return nil
 	}
-	if plan.Settled {
-		if err := finish(history.OutcomeComplete, r.now()); err != nil {
+	if plan.Record != nil {
+		if n := len(owned); n > 0 && sameRollout(&owned[n-1], plan.Record) {
+			return nil // recorded already, by a reconcile that did not get to start it
+		}
+	}
+	if plan.Finish != "" {
+		if err := finish(string(plan.Finish), plan.FinishedAt); err != nil {
 			return err
 		}
 	}
 	if plan.Record == nil {
 		return nil
-	}
-	if n := len(owned); n > 0 && sameRollout(&owned[n-1], plan.Record) {
-		return nil // recorded already, by a reconcile that did not get to start it
-	}
-	if err := finish(history.OutcomeSuperseded, plan.Record.Started); err != nil {
-		return err
 	}
 	next := int64(1)
 	if len(owned) > 0 {

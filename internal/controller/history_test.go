@@ -22,8 +22,8 @@ func TestARolloutDecidedTwiceIsRecordedOnce(t *testing.T) {
 	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	first := rollout.Plan{Record: &rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0}}
-	second := rollout.Plan{Record: &rollout.Record{Initiator: rollout.InitiatorVersion, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Minute)}}
+	first := starts(&rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0})
+	second := starts(&rollout.Record{Initiator: rollout.InitiatorVersion, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Minute)})
 	for _, plan := range []rollout.Plan{first, second, second, second} {
 		if err := r.recordHistory(ctx, pool, nil, plan); err != nil {
 			t.Fatal(err)
@@ -45,7 +45,7 @@ func TestARolloutDecidedTwiceIsRecordedOnce(t *testing.T) {
 	}
 	// The same rollout hash forced again later is a new rollout.
 	at := t0.Add(time.Hour)
-	forced := rollout.Plan{Record: &rollout.Record{Initiator: rollout.InitiatorRestart, RolloutHash: "b", PayloadHash: "q", Started: at, ForcedAt: &at}}
+	forced := starts(&rollout.Record{Initiator: rollout.InitiatorRestart, RolloutHash: "b", PayloadHash: "q", Started: at, ForcedAt: &at})
 	if err := r.recordHistory(ctx, pool, nil, forced); err != nil {
 		t.Fatal(err)
 	}
@@ -55,4 +55,10 @@ func TestARolloutDecidedTwiceIsRecordedOnce(t *testing.T) {
 	if len(list.Items) != 3 {
 		t.Errorf("%d revisions, want 3 after a forced rollout", len(list.Items))
 	}
+}
+
+// starts is the plan the engine makes when a rollout starts: its record,
+// and the rollout in progress superseded then.
+func starts(rec *rollout.Record) rollout.Plan {
+	return rollout.Plan{Record: rec, Finish: rollout.OutcomeSuperseded, FinishedAt: rec.Started}
 }

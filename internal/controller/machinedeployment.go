@@ -6,13 +6,13 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // desiredMachineDeployment sets on md everything the controller owns, with
@@ -58,8 +58,8 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 		md.Spec.Rollout.Strategy = clusterv1.MachineDeploymentRolloutStrategy{
 			Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
 			RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-				MaxSurge:       ptr.To(intOr(r.RollingUpdate.MaxSurge, 1)),
-				MaxUnavailable: ptr.To(intOr(r.RollingUpdate.MaxUnavailable, 0)),
+				MaxSurge:       ptr.To(ptr.Deref(r.RollingUpdate.MaxSurge, poolmath.DefaultMaxSurge)),
+				MaxUnavailable: ptr.To(ptr.Deref(r.RollingUpdate.MaxUnavailable, poolmath.DefaultMaxUnavailable)),
 			},
 		}
 	}
@@ -71,18 +71,17 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 }
 
 // desiredReplicas sets the autoscaler bounds annotations (or removes them)
-// and returns the replicas: spec.replicas, or the current ones kept within
-// the autoscaler's bounds (the autoscaler owns them).
+// and returns the replicas the pool wants (poolmath.DesiredReplicas, the
+// rule the engine reports too).
 func desiredReplicas(annotations map[string]string, current *int32, pool *nodepoolv1.NodePool) *int32 {
-	if a := pool.Spec.AutoScaling; a != nil {
+	if a := pool.Spec.AutoScaling; a != nil && pool.Spec.Replicas == nil {
 		annotations[clusterv1.AutoscalerMinSizeAnnotation] = strconv.Itoa(int(a.Min))
 		annotations[clusterv1.AutoscalerMaxSizeAnnotation] = strconv.Itoa(int(a.Max))
-		r := ptr.Deref(current, a.Min)
-		return ptr.To(min(max(r, a.Min), a.Max))
+	} else {
+		delete(annotations, clusterv1.AutoscalerMinSizeAnnotation)
+		delete(annotations, clusterv1.AutoscalerMaxSizeAnnotation)
 	}
-	delete(annotations, clusterv1.AutoscalerMinSizeAnnotation)
-	delete(annotations, clusterv1.AutoscalerMaxSizeAnnotation)
-	return ptr.To(ptr.Deref(pool.Spec.Replicas, 0))
+	return ptr.To(poolmath.DesiredReplicas(&pool.Spec, current))
 }
 
 // desiredMachineSpec sets the machine template: cluster, drain timeout,
@@ -115,11 +114,4 @@ func desiredMachineSpec(spec *clusterv1.MachineSpec, pool *nodepoolv1.NodePool, 
 		ref.Kind, ref.APIGroup = pool.Spec.InfrastructureTemplateRef.Kind, pool.Spec.InfrastructureTemplateRef.APIGroup
 	}
 	spec.InfrastructureRef = ref
-}
-
-func intOr(v *intstr.IntOrString, def int32) intstr.IntOrString {
-	if v == nil {
-		return intstr.FromInt32(def)
-	}
-	return *v
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
@@ -71,15 +73,17 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 
-// Reconcile gathers a pool's inputs once, asks the engine for a plan,
-// applies it and patches the pool once.
+// Reconcile runs one reconcile of a pool as a short list of phases:
+// gather its inputs, observe what exists, ask the engine for a plan, record
+// a rollout that starts, apply. Whatever happens, the pool is patched once
+// at the end (a deferred patch): a phase that fails says so on
+// ReconciliationActive, with its reason and message.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	pool := &nodepoolv1.NodePool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	log := r.log(pool)
-	ctx = logr.NewContext(ctx, log)
+	ctx = logr.NewContext(ctx, r.log(pool))
 	if !pool.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, pool)
 	}
@@ -88,108 +92,170 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{}, err
 		}
 	}
-	before := pool.DeepCopy()
-
-	in := rollout.Input{Pool: pool, Now: r.now(), Settings: rollout.Settings{TokenTTL: r.Settings.TokenTTL,
-		CleanupGracePeriod: r.Settings.CleanupGracePeriod, NodeAgentTimeout: r.Settings.NodeAgentTimeout}}
-	gathered, err := observe.Latest(ctx, r.APIReader, pool, r.Settings.Inputs, &in)
-	if err != nil {
-		return ctrl.Result{}, err
+	rc := &poolReconcile{pool: pool, before: pool.DeepCopy()}
+	defer func() {
+		r.finish(ctx, rc, retErr)
+		if err := r.patchPool(ctx, rc.before, pool); err != nil {
+			observeReconcileError(pool, "status")
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	for _, phase := range []struct {
+		stage string
+		run   func(context.Context, *poolReconcile) error
+	}{
+		{"read", r.gather},
+		{"read", r.observePool},
+		{"decide", r.decide},
+		{"history", r.record},
+		{"apply", r.applyPlan},
+	} {
+		if err := phase.run(ctx, rc); err != nil {
+			rc.stage = phase.stage
+			if isConflict(err) {
+				rc.stage = "conflict"
+			}
+			observeReconcileError(pool, rc.stage)
+			return ctrl.Result{}, err
+		}
 	}
+	return ctrl.Result{RequeueAfter: rc.plan.RequeueAfter}, nil
+}
 
+// poolReconcile is what one reconcile of a pool has read and decided so far.
+type poolReconcile struct {
+	pool, before *nodepoolv1.NodePool
+	in           rollout.Input
+	gathered     *inputs.Inputs
+	w            *world
+	// plan is nil until the engine has decided.
+	plan *rollout.Plan
+	// stage is the phase that failed, "" when none did.
+	stage string
+}
+
+// gather reads and renders the pool's inputs (a bad input is the engine's
+// RenderErr, not an error of the reconcile).
+func (r *Reconciler) gather(ctx context.Context, rc *poolReconcile) error {
+	rc.in = rollout.Input{Pool: rc.pool, Now: r.now(), Settings: r.Settings.engine()}
+	gathered, err := observe.Latest(ctx, r.APIReader, rc.pool, r.Settings.Inputs, &rc.in)
+	if err != nil {
+		return err
+	}
+	rc.gathered = gathered
 	if gathered != nil {
 		if err := r.watchTemplates(gathered.InfrastructureTemplate); err != nil {
-			log.V(1).Info("template edits are seen at the next resync", "reason", err.Error())
+			logr.FromContextOrDiscard(ctx).V(1).Info("template edits are seen at the next resync", "reason", err.Error())
 		}
 	}
-	w, err := r.observe(ctx, pool, &in)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := fitsInASecret(pool, &in); err != nil {
-		in.Latest, in.Hashes, in.RenderErr, gathered = nil, payload.Hashes{}, err, nil
-	}
-	plan := rollout.Decide(in)
-	// The record of a rollout is written before the write that starts it:
-	// a crash in between leaves a record the next reconcile recognises
-	// (recordHistory writes one record per rollout), never a rollout
-	// without one.
-	var applyErr error
-	if len(w.conflicts) > 0 {
-		applyErr = &conflictError{objects: w.conflicts}
-	} else if applyErr = r.recordHistory(ctx, pool, gathered, plan); applyErr == nil {
-		applyErr = r.apply(ctx, pool, gathered, in.TemplateName, w, plan)
-	}
-	if applyErr != nil {
-		stage := "apply"
-		if isConflict(applyErr) {
-			stage = "conflict"
-		}
-		observeReconcileError(pool, stage)
-	}
+	return nil
+}
 
-	for k, v := range plan.Annotations {
-		if pool.Annotations == nil {
-			pool.Annotations = map[string]string{}
-		}
-		pool.Annotations[k] = v
+// observePool reads what exists of the pool (MachineDeployment or
+// MachineSet, Machines, Secrets, Nodes). Objects of the pool's names that
+// it does not own stop the reconcile before anything is written.
+func (r *Reconciler) observePool(ctx context.Context, rc *poolReconcile) error {
+	w, err := r.observe(ctx, rc.pool, &rc.in)
+	if err != nil {
+		return err
 	}
+	rc.w = w
+	if err := fitsInASecret(rc.pool, &rc.in); err != nil {
+		rc.in.Latest, rc.in.Hashes, rc.in.RenderErr, rc.gathered = nil, payload.Hashes{}, err, nil
+	}
+	if len(w.conflicts) > 0 {
+		return &conflictError{objects: w.conflicts}
+	}
+	return nil
+}
+
+// decide asks the engine.
+func (r *Reconciler) decide(_ context.Context, rc *poolReconcile) error {
+	plan := rollout.Decide(rc.in)
+	rc.plan = &plan
+	return nil
+}
+
+// record writes the record of a rollout before the write that starts it:
+// a crash in between leaves a record the next reconcile recognises
+// (recordHistory writes one record per rollout), never a rollout without
+// one.
+func (r *Reconciler) record(ctx context.Context, rc *poolReconcile) error {
+	return r.recordHistory(ctx, rc.pool, rc.gathered, *rc.plan)
+}
+
+func (r *Reconciler) applyPlan(ctx context.Context, rc *poolReconcile) error {
+	return r.apply(ctx, rc.pool, rc.gathered, rc.in.TemplateName, rc.w, *rc.plan)
+}
+
+// finish writes onto the pool what the reconcile decided and how it went:
+// the plan's annotations, status and conditions (once the engine decided),
+// ReconciliationActive, and the plan's events (unless a name conflict
+// stopped it: nothing of it happened).
+func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
+	pool := rc.pool
 	var was metav1.Condition
 	if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionReconciliationActive); c != nil {
 		was = *c
 	}
-	r.writeStatus(pool, in, plan, applyErr)
-	if isConflict(applyErr) {
-		if was.Reason != nodepoolv1.ReasonNameConflict || was.Message != applyErr.Error() {
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, nodepoolv1.ReasonNameConflict, "Reconcile", "%s", applyErr.Error())
+	if rc.plan != nil {
+		for k, v := range rc.plan.Annotations {
+			if pool.Annotations == nil {
+				pool.Annotations = map[string]string{}
+			}
+			pool.Annotations[k] = v
 		}
-		// Nothing of the plan was applied: its events did not happen.
-		plan.Events = nil
 	}
-	for _, e := range plan.Events {
+	r.writeStatus(pool, rc, err)
+	if isConflict(err) {
+		if was.Reason != nodepoolv1.ReasonNameConflict || was.Message != err.Error() {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, nodepoolv1.EventNameConflict, "Reconcile", "%s", err.Error())
+		}
+		return
+	}
+	if rc.plan == nil {
+		return
+	}
+	for _, e := range rc.plan.Events {
 		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
 	}
-	if err := r.patchPool(ctx, before, pool); err != nil {
-		observeReconcileError(pool, "status")
-		return ctrl.Result{}, err
+	observeDrift(pool, rc.in.Now)
+	if err == nil {
+		observeInPlace(pool, rc.in.InPlace, *rc.plan)
 	}
-	observeDrift(pool, in.Now)
-	if applyErr == nil {
-		observeInPlace(pool, in.InPlace, plan)
-	}
-	if applyErr != nil {
-		return ctrl.Result{}, applyErr
-	}
-	requeue := r.Settings.ResyncPeriod
-	if plan.RequeueAfter > 0 && plan.RequeueAfter < requeue {
-		requeue = plan.RequeueAfter
-	}
-	if pool.Status.Updating != "" && requeue > 5*time.Second {
-		requeue = 5 * time.Second
-	}
-	if plan.UpdateInProgress && requeue > 2*time.Second {
-		requeue = 2 * time.Second // drains progress without events
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
-// writeStatus copies the plan's status and conditions onto the pool.
-func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, in rollout.Input, plan rollout.Plan, applyErr error) {
+// writeStatus copies the plan's status and conditions onto the pool, and
+// says on ReconciliationActive whether the reconcile went through.
+func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, err error) {
 	st := &pool.Status
-	st.ObservedGeneration = pool.Generation
-	st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
-	if md := in.MachineDeployment; md != nil {
-		st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
-	}
 	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
-	if applyErr != nil {
-		active.Status, active.Reason, active.Message = metav1.ConditionFalse, "ApplyFailed", applyErr.Error()
-		if isConflict(applyErr) {
+	if err != nil {
+		active.Status, active.Message = metav1.ConditionFalse, err.Error()
+		switch {
+		case isConflict(err):
 			active.Reason = nodepoolv1.ReasonNameConflict
+		case rc.stage == "read":
+			active.Reason = nodepoolv1.ReasonReadFailed
+			active.Message = "reading the pool's objects failed, nothing was changed: " + err.Error()
+		default:
+			active.Reason = nodepoolv1.ReasonApplyFailed
 		}
 	}
-	for _, c := range append(plan.Conditions, active) {
+	conditions := []metav1.Condition{active}
+	if plan := rc.plan; plan != nil {
+		st.ObservedGeneration = pool.Generation
+		st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
+		if md := rc.in.MachineDeployment; md != nil {
+			st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
+		}
+		conditions = append(plan.Conditions, active)
+	}
+	for _, c := range conditions {
 		c.ObservedGeneration = pool.Generation
+		if rc.plan == nil {
+			c.ObservedGeneration = st.ObservedGeneration
+		}
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 }

@@ -29,7 +29,18 @@ func (r *Reconciler) observeNodes(ctx context.Context, pool *nodepoolv1.NodePool
 	if r.ClusterCache == nil {
 		return fmt.Errorf("no ClusterCache")
 	}
-	c, err := r.ClusterCache.GetClient(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName})
+	key := client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName}
+	var c client.Reader
+	var err error
+	if in.InPlace != nil {
+		// An InPlace pool's Nodes are read live: the engine counts the
+		// Nodes in an update phase against maxUnavailable on them, and a
+		// cache that lags (a controller just restarted, a reconcile that
+		// raced an earlier one) must never let more updates start.
+		c, err = r.ClusterCache.GetUncachedClient(ctx, key)
+	} else {
+		c, err = r.ClusterCache.GetClient(ctx, key)
+	}
 	if err != nil {
 		return err
 	}

@@ -67,22 +67,10 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 		}
 	}
 	now := r.now().UTC().Format(time.RFC3339)
-	starts := -1 // how many Starts the live Nodes allow, counted at the first
 	for _, a := range plan.NodeActions {
 		node := w.node(a.Node)
 		if node == nil {
 			continue
-		}
-		if a.Step == rollout.StepStart {
-			if starts < 0 {
-				if starts, err = r.startsAllowed(ctx, pool, w, plan.InPlaceMaxUnavailable); err != nil {
-					return err
-				}
-			}
-			if starts == 0 {
-				continue
-			}
-			starts--
 		}
 		updated := node.DeepCopy()
 		if updated.Annotations == nil {
@@ -214,32 +202,6 @@ func (r *Reconciler) recordMachinesUserData(ctx context.Context, w *world) error
 		*m = *updated
 	}
 	return nil
-}
-
-// startsAllowed counts, on the live Nodes rather than the cache, the
-// pool's Nodes in an update phase, and returns how many more may start:
-// whatever the cache lags behind (a controller just restarted, a reconcile
-// that raced an earlier one), never more than maxUnavailable Nodes are
-// cordoned for updates at once.
-func (r *Reconciler) startsAllowed(ctx context.Context, pool *nodepoolv1.NodePool, w *world, maxUnavailable int32) (int, error) {
-	c, err := r.ClusterCache.GetUncachedClient(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName})
-	if err != nil {
-		return 0, fmt.Errorf("reaching the workload cluster to count the nodes being updated: %w", err)
-	}
-	busy := 0
-	for i := range w.nodes {
-		n := &corev1.Node{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(&w.nodes[i]), n); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return 0, fmt.Errorf("reading Node %s: %w", w.nodes[i].Name, err)
-		}
-		if n.Annotations[nodepoolv1.AnnotationUpdatePhase] != "" {
-			busy++
-		}
-	}
-	return max(int(maxUnavailable)-busy, 0), nil
 }
 
 // deleteUpdateSecret deletes the pool's update Secret from the workload

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // DefaultNodeUpdateNamespace is where InPlace pools' update Secrets live
@@ -73,4 +74,10 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("cleanup grace period %s must not be negative", s.CleanupGracePeriod)
 	}
 	return nil
+}
+
+// engine is what the engine needs of the settings.
+func (s Settings) engine() rollout.Settings {
+	return rollout.Settings{TokenTTL: s.TokenTTL, CleanupGracePeriod: s.CleanupGracePeriod,
+		NodeAgentTimeout: s.NodeAgentTimeout, ResyncPeriod: s.ResyncPeriod}
 }

@@ -4,13 +4,13 @@ import (
 	"sort"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // SummarizeInPlace reduces an InPlace pool's MachineSet and Machines to
@@ -25,6 +25,7 @@ func SummarizeInPlace(pool *nodepoolv1.NodePool, ms *clusterv1.MachineSet, machi
 		DataSecretName:        target,
 		Version:               ms.Spec.Template.Spec.Version,
 		RunningDataSecretName: target,
+		SpecReplicas:          ms.Spec.Replicas,
 		Replicas:              ptr.Deref(ms.Status.Replicas, 0),
 		ReadyReplicas:         ptr.Deref(ms.Status.ReadyReplicas, 0),
 		TemplateName:          ms.Spec.Template.Spec.InfrastructureRef.Name,
@@ -76,7 +77,7 @@ func SummarizeInPlace(pool *nodepoolv1.NodePool, ms *clusterv1.MachineSet, machi
 	out.UpToDateReplicas = onTarget
 	desired := ptr.Deref(ms.Spec.Replicas, 0)
 	out.Complete = ms.Status.ObservedGeneration >= ms.Generation && onTarget == int32(len(live)) && int32(len(live)) == desired
-	ip.MaxUnavailable = MaxUnavailable(pool, desired)
+	ip.MaxUnavailable = poolmath.InPlaceMaxUnavailable(pool.Spec.Management.InPlace.MaxUnavailable, desired)
 	if d := pool.Spec.NodeDrainTimeout; d != nil {
 		ip.DrainTimeout = d.Duration
 	}
@@ -92,29 +93,6 @@ func UpdatedAt(m *clusterv1.Machine) time.Time {
 		}
 	}
 	return m.CreationTimestamp.Time
-}
-
-// MaxUnavailable resolves spec.management.inPlace.maxUnavailable against
-// the desired replicas: a percentage rounds down, and it is at least 1.
-func MaxUnavailable(pool *nodepoolv1.NodePool, replicas int32) int32 {
-	v := ptr.Deref(pool.Spec.Management.InPlace.MaxUnavailable, intstr.FromInt32(1))
-	n, err := intstr.GetScaledValueFromIntOrPercent(&v, int(replicas), false)
-	if err != nil || n < 1 {
-		return 1
-	}
-	return int32(n)
-}
-
-// UpdatedBefore counts the machines of an InPlace pool a forced rollout at
-// t updates: those updated (or created) before it, not being deleted.
-func UpdatedBefore(machines []clusterv1.Machine, t time.Time) int32 {
-	var n int32
-	for i := range machines {
-		if machines[i].DeletionTimestamp.IsZero() && UpdatedAt(&machines[i]).Before(t) {
-			n++
-		}
-	}
-	return n
 }
 
 // MachineUserData is the user-data a machine of an InPlace pool runs: the

@@ -18,6 +18,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 	"nodepool.dev/nodepool/internal/secrets"
 )
 
@@ -221,6 +222,7 @@ func Summarize(md *clusterv1.MachineDeployment, sets []clusterv1.MachineSet, mac
 	out := &rollout.MachineDeployment{
 		DataSecretName:   target,
 		Version:          md.Spec.Template.Spec.Version,
+		SpecReplicas:     md.Spec.Replicas,
 		Replicas:         ptr.Deref(md.Status.Replicas, 0),
 		ReadyReplicas:    ptr.Deref(md.Status.ReadyReplicas, 0),
 		UpToDateReplicas: ptr.Deref(md.Status.UpToDateReplicas, 0),
@@ -251,7 +253,7 @@ func Summarize(md *clusterv1.MachineDeployment, sets []clusterv1.MachineSet, mac
 	if after := md.Spec.Rollout.After; !after.IsZero() {
 		t := after.Time
 		out.RolloutAfter = &t
-		out.MachinesBeforeRolloutAfter = ForcedOut(sets, machines, t)
+		out.MachinesBeforeRolloutAfter = poolmath.CreatedBefore(out.MachinesCreated, t)
 	}
 	onlyTarget = onlyTarget && out.MachinesBeforeRolloutAfter == 0
 	out.Complete = md.Status.ObservedGeneration >= md.Generation && onlyTarget &&
@@ -285,16 +287,6 @@ func DecodePayload(pool string, s *corev1.Secret) (*payload.Payload, error) {
 		manifest[c] = d
 	}
 	return &payload.Payload{Pool: pool, Ignition: sp.Ignition, Fragments: frags, Manifest: manifest, Hash: sp.Hash}, nil
-}
-
-// ForcedOut counts the machines a forced rollout at t replaces, by the rule
-// Cluster API applies to spec.rollout.after: a machine goes when its
-// MachineSet was created before t (API timestamps have second resolution,
-// so a MachineSet created in the same second as t stays). Machines being
-// deleted are not counted.
-func ForcedOut(sets []clusterv1.MachineSet, machines []clusterv1.Machine, t time.Time) int32 {
-	md := rollout.MachineDeployment{MachinesCreated: machinesCreated(sets, machines)}
-	return md.MachinesCreatedBefore(t)
 }
 
 // machinesCreated lists, for each machine not being deleted, the time

@@ -57,7 +57,7 @@ func restoreUserData(in Input, p *Plan) Input {
 			restored = map[string]UserData{}
 		}
 		restored[name] = ud
-		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: "UserDataRestored",
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: nodepoolv1.EventUserDataRestored,
 			Message: fmt.Sprintf("user-data Secret %s, which machines of the pool use, was missing: rebuilt from token Secret %s and the pool's annotations; nothing rolls", name, tok.Name)})
 	}
 	if restored == nil {
@@ -126,7 +126,7 @@ func repointMissingPayloads(in Input, p *Plan) {
 		if _, ok := in.Payloads[t.PayloadHash]; ok || planned[t.PayloadHash] || t.PayloadHash == "" {
 			continue
 		}
-		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: "PayloadMissing",
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: nodepoolv1.EventPayloadMissing,
 			Message: fmt.Sprintf("payload %s, which token Secret %s serves, is gone: new machines get the latest payload %s instead", payload.Short(t.PayloadHash), t.Name, payload.Short(in.Latest.Hash))})
 		t.PayloadHash = in.Latest.Hash
 		store(in, in.Latest, p)

@@ -16,12 +16,8 @@ import (
 // from the latest payload: status.pendingManagementChanges and the
 // ConfigUpdatePending condition. Rollout components never appear here: a
 // difference in one of them is a rollout, not drift.
-func planDrift(in Input, base *UserData, p *Plan) {
+func planDrift(in Input, pending []nodepoolv1.PendingManagementChange, p *Plan) {
 	cond := metav1.Condition{Type: nodepoolv1.ConditionConfigUpdatePending}
-	var running *payload.Payload
-	if base != nil {
-		running = in.Payloads[base.PayloadHash]
-	}
 	switch {
 	case in.Latest == nil:
 		cond.Status, cond.Reason = metav1.ConditionUnknown, nodepoolv1.ReasonInvalidConfig
@@ -29,27 +25,14 @@ func planDrift(in Input, base *UserData, p *Plan) {
 		p.Pending = in.Pool.Status.PendingManagementChanges
 		p.Conditions = append(p.Conditions, cond)
 		return
-	case running == nil:
+	case pending == nil:
 		cond.Status, cond.Reason = metav1.ConditionFalse, nodepoolv1.ReasonAsExpected
 		cond.Message = "no payload is pinned yet"
 		p.Conditions = append(p.Conditions, cond)
 		return
 	}
-	since := map[string]nodepoolv1.PendingManagementChange{}
-	for _, c := range in.Pool.Status.PendingManagementChanges {
-		since[c.Component] = c
-	}
 	var names []string
-	for _, ch := range payload.Diff(running.Manifest, in.Latest.Manifest) {
-		if ch.Component.IsRollout() {
-			continue
-		}
-		row := nodepoolv1.PendingManagementChange{
-			Component: ch.Component.Name(), Since: metav1.NewTime(in.Now), Current: ch.From, Desired: ch.To,
-		}
-		if old, ok := since[row.Component]; ok && old.Desired == row.Desired {
-			row.Since = old.Since
-		}
+	for _, row := range pending {
 		p.Pending = append(p.Pending, row)
 		names = append(names, row.Component)
 	}
@@ -64,9 +47,41 @@ func planDrift(in Input, base *UserData, p *Plan) {
 		strings.Join(names, ", "), newNodesNote(in))
 	p.Conditions = append(p.Conditions, cond)
 	if !sameComponents(in.Pool.Status.PendingManagementChanges, names) {
-		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "ManagementConfigDrift",
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventManagementConfigDrift,
 			Message: "pending platform changes: " + strings.Join(names, ", ")})
 	}
+}
+
+// pendingDrift lists the pending management changes against base (the
+// user-data the machines run, or the target of a rollout in progress): nil
+// when the latest payload or base's payload is unknown, empty when there is
+// no drift. A row keeps its since time while its desired digest stays.
+func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange {
+	var running *payload.Payload
+	if base != nil {
+		running = in.Payloads[base.PayloadHash]
+	}
+	if in.Latest == nil || running == nil {
+		return nil
+	}
+	since := map[string]nodepoolv1.PendingManagementChange{}
+	for _, c := range in.Pool.Status.PendingManagementChanges {
+		since[c.Component] = c
+	}
+	out := []nodepoolv1.PendingManagementChange{}
+	for _, ch := range payload.Diff(running.Manifest, in.Latest.Manifest) {
+		if ch.Component.IsRollout() {
+			continue
+		}
+		row := nodepoolv1.PendingManagementChange{
+			Component: ch.Component.Name(), Since: metav1.NewTime(in.Now), Current: ch.From, Desired: ch.To,
+		}
+		if old, ok := since[row.Component]; ok && old.Desired == row.Desired {
+			row.Since = old.Since
+		}
+		out = append(out, row)
+	}
+	return out
 }
 
 func newNodesNote(in Input) string {

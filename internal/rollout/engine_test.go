@@ -468,8 +468,8 @@ func TestAnUnparsablePausedUntilHoldsThePool(t *testing.T) {
 			if c.Reason != nodepoolv1.ReasonPaused || !strings.Contains(c.Message, "is not an RFC3339 time") {
 				t.Errorf("UpdatingVersion = %+v, want reason Paused saying the value is not a time", c)
 			}
-			if _, paused := PausedUntil(in.Pool, in.Now); !paused {
-				t.Error("PausedUntil must say paused, as the CLI reads it")
+			if !p.Decision.Pause.Paused || p.Decision.Action != ActionDefer {
+				t.Errorf("decision %+v: want the pool held as paused, the rollout deferred (the CLI reads this decision)", p.Decision)
 			}
 		})
 	}

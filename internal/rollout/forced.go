@@ -8,6 +8,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // AnnotationApplyPending on a NodePool asks the controller, on the
@@ -32,7 +33,7 @@ type force struct {
 // a later one still runs at its time.
 func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due, next *force) {
 	consider := func(at time.Time, who Initiator) {
-		f := &force{at: at.UTC().Truncate(time.Second), initiator: who}
+		f := &force{at: poolmath.RequestTime(at), initiator: who}
 		if f.at.After(in.Now) {
 			if next == nil || f.at.Before(next.at) {
 				next = f
@@ -66,29 +67,24 @@ func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due,
 // applied reports whether the MachineDeployment already carries the
 // forced rollout (or a newer one).
 func (f *force) applied(md *MachineDeployment) bool {
-	return md != nil && md.RolloutAfter != nil && !md.RolloutAfter.Before(f.at)
+	return md != nil && poolmath.ForcedApplied(md.RolloutAfter, f.at)
 }
 
-// planForce starts a requested forced rollout once its time has come and
-// the pool is not paused: the token is pointed at the latest payload first,
-// so the forced rollout also applies pending management drift, then the
-// MachineDeployment's rollout.after makes Cluster API replace every machine
-// created before that time. It returns whether a forced rollout started.
-func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagementChange, p *Plan) (started bool) {
+// decideForce weighs the forced rollouts requested for the pool (nil when
+// none is pending): one whose rollout.after is on the MachineDeployment
+// already, or that no machine is older than (Cluster API would replace
+// nothing: a time before every machine, or the zero time), is done; the
+// due one starts unless the pool is paused; a pause holds it whenever it
+// is due (one due before the pause ends shows as held by the pause rather
+// than scheduled); a later one is scheduled.
+func decideForce(in Input, target *UserData, pending []nodepoolv1.PendingManagementChange, pause poolmath.Pause) *Forced {
 	md := in.MachineDeployment
-	if md != nil && md.RolloutAfter != nil && p.MachineDeployment != nil {
-		p.MachineDeployment.RolloutAfter = md.RolloutAfter // never undo a forced rollout
+	if md == nil || target == nil || in.Latest == nil {
+		return nil
 	}
 	due, next := forceRequests(in, pending)
-	if md == nil || target == nil || in.Latest == nil {
-		return false
-	}
-	// A request whose rollout.after is on the MachineDeployment already,
-	// or that no machine is older than (Cluster API would replace
-	// nothing: a time before every machine, or the zero time), is done:
-	// it neither marks pending drift applied nor writes a record.
-	if due != nil && due.initiator == InitiatorPolicy && !due.applied(md) &&
-		md.MachinesCreatedBefore(due.at) == 0 && md.MachinesCreatedBefore(due.at.Add(time.Second)) > 0 {
+	created := func(t time.Time) int32 { return poolmath.CreatedBefore(md.MachinesCreated, t) }
+	if due != nil && due.initiator == InitiatorPolicy && !due.applied(md) && created(due.at) == 0 && created(due.at.Add(time.Second)) > 0 {
 		// Machines made in the very second the drift was first seen are
 		// not older than it, so Cluster API would keep them although they
 		// may run the old payload: the policy asks for the next second.
@@ -101,7 +97,7 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 			next = bumped
 		}
 	}
-	if due != nil && (due.applied(md) || md.MachinesCreatedBefore(due.at) == 0) {
+	if due != nil && (due.applied(md) || created(due.at) == 0) {
 		due = nil
 	}
 	f := due
@@ -109,55 +105,51 @@ func planForce(in Input, target *UserData, pending []nodepoolv1.PendingManagemen
 		f = next
 	}
 	if f == nil {
-		return false
+		return nil
 	}
-	// A pause holds a forced rollout whenever it is due; one due before
-	// the pause ends shows as held by the pause rather than scheduled.
-	if until, paused := PausedUntil(in.Pool, in.Now); paused && (until.IsZero() || !f.at.After(until)) {
-		if !f.at.After(in.Now) {
-			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred",
-				Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.initiator, untilText(in.Pool, until))})
-		}
-		p.deferredForce = f
-		return false
+	out := &Forced{At: f.at, Initiator: f.initiator, State: ForcedStarts}
+	switch {
+	case pause.Paused && (pause.Until.IsZero() || !f.at.After(pause.Until)):
+		out.State = ForcedDeferred
+	case f.at.After(in.Now):
+		out.State = ForcedScheduled
 	}
-	if f.at.After(in.Now) {
-		p.scheduled = f
-		return false
+	return out
+}
+
+// planForce writes a forced rollout that starts: the target's token
+// serves the latest payload (tokenPointer), so the forced rollout also
+// applies pending management drift, and the MachineDeployment's
+// rollout.after makes Cluster API replace every machine created before
+// that time. A rollout.after already on the MachineDeployment is kept:
+// a forced rollout is never undone.
+func planForce(in Input, d Decision, p *Plan) {
+	md := in.MachineDeployment
+	if md != nil && md.RolloutAfter != nil && p.MachineDeployment != nil {
+		p.MachineDeployment.RolloutAfter = md.RolloutAfter
 	}
-	store(in, in.Latest, p)
-	at := f.at
-	for i := range p.Tokens {
-		if p.Tokens[i].RolloutHash == target.RolloutHash {
-			p.Tokens[i].PayloadHash = in.Latest.Hash
-		}
+	f := d.Forced
+	if f == nil {
+		return
 	}
-	for i := range p.UserData {
-		if p.UserData[i].Name == target.Name {
-			p.UserData[i].PayloadHash = in.Latest.Hash
-		}
+	if f.State == ForcedDeferred && !f.At.After(in.Now) {
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutDeferred,
+			Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.Initiator, d.Pause.Describe())})
 	}
+	if d.Action != ActionForce {
+		return
+	}
+	at := f.At
 	p.MachineDeployment.RolloutAfter = &at
 	var changed []string
-	if running, ok := in.Payloads[target.PayloadHash]; ok {
+	if running, ok := in.Payloads[d.Target.PayloadHash]; ok {
 		for _, ch := range payload.Diff(running.Manifest, in.Latest.Manifest) {
 			changed = append(changed, ch.Component.Name())
 		}
 	}
-	p.Record = &Record{Initiator: f.initiator, RolloutHash: target.RolloutHash, PayloadHash: in.Latest.Hash,
+	p.Record = &Record{Initiator: f.Initiator, RolloutHash: d.Target.RolloutHash, PayloadHash: in.Latest.Hash,
 		Changed: changed, Started: in.Now, ForcedAt: &at}
-	p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutForced",
+	p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutForced,
 		Message: fmt.Sprintf("replacing every machine created before %s (initiator %s), on the latest payload %s",
-			at.Format(time.RFC3339), f.initiator, payload.Short(in.Latest.Hash))})
-	return true
-}
-
-func untilText(pool *nodepoolv1.NodePool, until time.Time) string {
-	if invalidPause(pool) {
-		return " (" + invalidPauseText(pool) + ")"
-	}
-	if until.IsZero() {
-		return " (pausedUntil: \"true\")"
-	}
-	return " until " + until.UTC().Format(time.RFC3339)
+			at.Format(time.RFC3339), f.Initiator, payload.Short(in.Latest.Hash))})
 }

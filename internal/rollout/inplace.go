@@ -11,6 +11,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // InPlace is what the engine sees of an InPlace pool's machines and Nodes.
@@ -94,14 +95,13 @@ type NodeAction struct {
 // other user-data than the target, or was updated before a forced
 // rollout's time. A Degraded node stops the update: nothing else starts or
 // advances until it recovers. It also explains what holds the update on
-// the pool's updating conditions.
-func planInPlace(in Input, target *UserData, p *Plan) {
+// the pool's updating conditions (the returned hold).
+func planInPlace(in Input, target *UserData, p *Plan) inPlaceHold {
 	ip := in.InPlace
 	if ip == nil || target == nil {
-		return
+		return inPlaceHold{}
 	}
 	p.InPlaceTarget, p.InPlaceToken = target.Name, payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
-	p.InPlaceMaxUnavailable = ip.MaxUnavailable
 	want := target.PayloadHash
 	for _, t := range p.Tokens {
 		if t.RolloutHash == target.RolloutHash {
@@ -166,7 +166,7 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 				continue
 			}
 			if !drained {
-				p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: "DrainTimedOut",
+				p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: nodepoolv1.EventDrainTimedOut,
 					Message: fmt.Sprintf("node %s still has %d pods after the drain timeout %s; updating it anyway", m.Node, m.PodsLeft, ip.DrainTimeout)})
 			}
 			p.NodeActions = append(p.NodeActions, NodeAction{Step: StepRequest, Machine: m.Machine, Node: m.Node, Payload: want})
@@ -181,7 +181,7 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 				busy-- // uncordoned before any Start of this plan is applied
 				p.NodeActions = append(p.NodeActions, NodeAction{Step: StepFinish, Machine: m.Machine, Node: m.Node,
 					DataSecretName: target.Name, Version: target.Version, Uncordon: !m.WasUnschedulable})
-				p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "NodeUpdated",
+				p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventNodeUpdated,
 					Message: fmt.Sprintf("node %s runs payload %s in place (machine %s)", m.Node, payload.Short(want), m.Machine)})
 			case m.State != nodepoolv1.UpdateStateDegraded:
 				waiting = append(waiting, fmt.Sprintf("node %s: %s", m.Node, orDefault(m.State, "waiting for its agent")))
@@ -197,7 +197,7 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 			// A node that is unavailable already loses nothing more by
 			// its update: it takes its own slot.
 			already := isUnavailable(m)
-			if !already && busy+unavailable >= ip.MaxUnavailable {
+			if !already && poolmath.InPlaceStarts(ip.MaxUnavailable, busy, unavailable) == 0 {
 				full = true
 				continue
 			}
@@ -206,7 +206,7 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 				unavailable--
 			}
 			p.NodeActions = append(p.NodeActions, NodeAction{Step: StepStart, Machine: m.Machine, Node: m.Node, Cordoned: m.Unschedulable})
-			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "UpdatingNode",
+			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventUpdatingNode,
 				Message: fmt.Sprintf("cordoning and draining node %s to update it in place to %s", m.Node, target.Name)})
 		}
 		if full && busy == 0 && unavailable > 0 {
@@ -214,7 +214,7 @@ func planInPlace(in Input, target *UserData, p *Plan) {
 		}
 	}
 	p.UpdateInProgress = busy > 0
-	explainInPlace(degraded, blocked, waiting, p)
+	return holdOf(degraded, blocked, waiting)
 }
 
 // agentSilent reports whether a node's agent has been asked for a payload
@@ -229,31 +229,40 @@ func due(m InPlaceMachine, target *UserData, forcedAt *time.Time) bool {
 	return m.DataSecretName != target.Name || m.Version != target.Version || (forcedAt != nil && m.UpdatedAt.Before(*forcedAt))
 }
 
-// explainInPlace says on the updating conditions what holds the update.
-func explainInPlace(degraded, blocked, waiting []string, p *Plan) {
-	reason, parts := "", []string(nil)
+// inPlaceHold is what holds an InPlace update: a reason for the updating
+// conditions ("" keeps theirs) and what to add to their message.
+type inPlaceHold struct {
+	reason, text string
+}
+
+// holdOf says what holds the update: a Degraded node stops it; a blocked
+// drain holds it; nodes waiting for their agent are listed.
+func holdOf(degraded, blocked, waiting []string) inPlaceHold {
+	var h inPlaceHold
+	var parts []string
 	switch {
 	case len(degraded) > 0:
-		reason = nodepoolv1.ReasonNodeUpdateDegraded
+		h.reason = nodepoolv1.ReasonNodeUpdateDegraded
 		parts = append(parts, "the update is stopped: "+strings.Join(degraded, "; ")+"; no other node is touched until it recovers")
 	case len(blocked) > 0:
-		reason = nodepoolv1.ReasonDrainBlocked
+		h.reason = nodepoolv1.ReasonDrainBlocked
 		parts = append(parts, strings.Join(blocked, "; "))
 	}
 	if len(waiting) > 0 && len(degraded) == 0 {
 		parts = append(parts, strings.Join(waiting, "; "))
 	}
-	if len(parts) == 0 {
+	h.text = strings.Join(parts, "; ")
+	return h
+}
+
+// explain adds the hold to an updating condition that says a rollout is
+// in progress.
+func (h inPlaceHold) explain(c *metav1.Condition) {
+	if h.text == "" || c.Status != metav1.ConditionTrue {
 		return
 	}
-	for i := range p.Conditions {
-		c := &p.Conditions[i]
-		if (c.Type != nodepoolv1.ConditionUpdatingConfig && c.Type != nodepoolv1.ConditionUpdatingVersion) || c.Status != metav1.ConditionTrue {
-			continue
-		}
-		c.Message += " in place: " + strings.Join(parts, "; ")
-		if reason != "" {
-			c.Reason = reason
-		}
+	c.Message += " in place: " + h.text
+	if h.reason != "" {
+		c.Reason = h.reason
 	}
 }

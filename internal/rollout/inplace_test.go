@@ -111,7 +111,7 @@ func TestInPlaceUpdates(t *testing.T) {
 				Conditions: []metav1.Condition{{Type: nodepoolv1.ConditionUpdatingConfig, Status: metav1.ConditionTrue,
 					Reason: nodepoolv1.ReasonRolloutInProgress, Message: "rolling out configuration new"}},
 			}
-			planInPlace(in, target, &p)
+			planInPlace(in, target, &p).explain(&p.Conditions[0])
 			var got []string
 			for _, a := range p.NodeActions {
 				s := string(a.Step) + " " + a.Machine

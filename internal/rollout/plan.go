@@ -6,76 +6,151 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // Decide computes the plan for one reconcile of a pool. It is pure: the same
-// input always gives the same plan.
+// input always gives the same plan. The decision comes first (decide); every
+// step after it derives its part of the plan from the decision and the
+// input, and none rewrites what another planned.
 func Decide(in Input) Plan {
 	p := Plan{Annotations: map[string]string{}}
-	pool := in.Pool.Name
-
 	stored := in.UserData
 	in = restoreUserData(in, &p)
 	running := runningUserData(in)
 	seedAnnotations(in, running, &p)
 
-	target, started := decideTarget(in, running, &p)
-	if target != nil {
-		tokenName := payload.TokenSecretName(pool, target.RolloutHash)
-		pointer := tokenPointer(in, target, running, started, &p)
-		planToken(in, tokenName, target.RolloutHash, pointer, &p)
-		ud := *target
-		_, exists := stored[ud.Name]
-		p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName, Create: !exists})
-		p.MachineDeployment = &MachineDeploymentTarget{DataSecretName: ud.Name, Version: ud.Version, TemplateName: ud.TemplateName, TemplateKind: ud.TemplateKind}
+	d, o, pending := decide(in, running)
+	ownerEvents(in, o, d.Pause, &p)
+	if d.Target != nil {
+		target := *d.Target
+		if d.Action == ActionForce {
+			target.PayloadHash = in.Latest.Hash
+		}
+		tokenName := payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
+		d.TokenPayload = tokenPointer(in, &target, running, o.started, d.Action == ActionForce, &p)
+		planToken(in, tokenName, target.RolloutHash, d.TokenPayload, &p)
+		_, exists := stored[target.Name]
+		p.UserData = append(p.UserData, UserDataAction{UserData: target, TokenName: tokenName, Create: !exists})
+		p.MachineDeployment = &MachineDeploymentTarget{DataSecretName: target.Name, Version: target.Version, TemplateName: target.TemplateName, TemplateKind: target.TemplateKind}
 	}
-	// Tokens of older rollouts still used by machines keep rotating, and
-	// their user-data keeps carrying their current token.
+	planOlderTokens(in, d.Target, stored, &p)
+	repointMissingPayloads(in, &p)
+	planDrift(in, pending, &p)
+	planForce(in, d, &p)
+	if o.started && !recreated(in, d.Target) {
+		p.Record = ownerRecord(in, currentTarget(in), d.Target)
+	}
+	p.Decision = d
+	hold := planInPlace(in, d.Target, &p)
+	planStatus(in, d, hold, &p)
+	planBootstrapData(in, &p)
+	planCleanup(in, d.Target, running, &p)
+	planRequeue(in, &p)
+	return p
+}
+
+// decide makes the decision: the owner's intent first, then, unless that
+// starts a rollout, the forced rollouts requested. It also returns the
+// pending platform drift, which the Rollout policy turns into a request.
+func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingManagementChange) {
+	pause := poolmath.PauseAt(in.Pool, in.Now)
+	o := decideOwner(in, pause)
+	var current *int32
+	if md := in.MachineDeployment; md != nil {
+		current = md.SpecReplicas
+	}
+	d := Decision{Action: ActionNone, Pause: pause, Target: o.target, Running: running,
+		Replicas: poolmath.DesiredReplicas(&in.Pool.Spec, current)}
+	base := o.target
+	if base == nil {
+		base = running
+	}
+	pending := pendingDrift(in, base)
+	if !o.started {
+		d.Forced = decideForce(in, o.target, pending, pause)
+	}
+	md := in.MachineDeployment
+	live := int32(0)
+	if md != nil {
+		live = int32(len(md.MachinesCreated))
+	}
+	owned := max(live, d.Replicas)
+	forcedMachines := func(at time.Time) int32 {
+		if md == nil {
+			return 0
+		}
+		return poolmath.CreatedBefore(md.MachinesCreated, at)
+	}
+	f := d.Forced
+	switch {
+	case in.RenderErr != nil:
+		d.Action, d.Reason = ActionInvalid, in.RenderErr.Error()
+	case o.held:
+		d.Action, d.Reason = ActionHold, "the user-data the MachineDeployment references is gone and cannot be rebuilt"
+	case o.started && md == nil:
+		d.Action, d.Initiator, d.At, d.Machines = ActionCreate, InitiatorSpec, in.Now, d.Replicas
+	case o.started:
+		d.Action, d.Initiator, d.At, d.Machines = ActionStart, ownerInitiator(o.current, o.target), in.Now, owned
+	case f != nil && f.State == ForcedStarts:
+		d.Action, d.Initiator, d.At, d.Machines = ActionForce, f.Initiator, f.At, forcedMachines(f.At)
+	case o.deferred:
+		d.Action, d.Initiator, d.Machines = ActionDefer, ownerInitiator(o.current, pendingTarget(in)), owned
+	case f != nil && f.State == ForcedDeferred:
+		d.Action, d.Initiator, d.At, d.Machines = ActionDefer, f.Initiator, f.At, forcedMachines(f.At)
+	case f != nil && f.State == ForcedScheduled:
+		d.Action, d.Initiator, d.At, d.Machines = ActionSchedule, f.Initiator, f.At, forcedMachines(f.At)
+	}
+	if md != nil && running != nil && o.target != nil && (running.Name != o.target.Name || !md.Complete) {
+		d.InProgress = true
+	}
+	if md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 {
+		d.InProgress = true
+	}
+	return d, o, pending
+}
+
+// pendingTarget is the rollout the current inputs ask for, as user-data
+// (for the initiator of a held owner change).
+func pendingTarget(in Input) *UserData {
+	return &UserData{RolloutWithoutVersion: in.Hashes.RolloutWithoutVersion, Version: in.Pool.Spec.Release.Version}
+}
+
+// planOlderTokens keeps the tokens of older rollouts still used by machines
+// rotating, and their user-data carrying their current token. A token gone
+// from under machines that still use its user-data is made again, serving
+// the payload that rollout started with.
+func planOlderTokens(in Input, target *UserData, stored map[string]UserData, p *Plan) {
 	for _, name := range sortedKeys(in.UserData) {
 		ud := in.UserData[name]
-		if target != nil && name == target.Name {
+		if (target != nil && name == target.Name) || !in.Referenced[name] {
 			continue
 		}
-		tokenName := payload.TokenSecretName(pool, ud.RolloutHash)
-		if !in.Referenced[name] {
-			continue
-		}
-		// A token gone from under machines that still use its user-data
-		// is made again, serving the payload that rollout started with.
+		tokenName := payload.TokenSecretName(in.Pool.Name, ud.RolloutHash)
 		serves := ud.PayloadHash
 		if t, ok := in.Tokens[tokenName]; ok {
 			serves = t.PayloadHash
 		}
 		if serves != "" {
-			planToken(in, tokenName, ud.RolloutHash, serves, &p)
+			planToken(in, tokenName, ud.RolloutHash, serves, p)
 			_, exists := stored[name]
 			p.UserData = append(p.UserData, UserDataAction{UserData: ud, TokenName: tokenName, Create: !exists})
 		}
 	}
-
-	repointMissingPayloads(in, &p)
-
-	base := target
-	if base == nil {
-		base = running
-	}
-	planDrift(in, base, &p)
-	forced := false
-	if !started {
-		forced = planForce(in, target, p.Pending, &p)
-	} else if !recreated(in, target) {
-		p.Record = ownerRecord(in, currentTarget(in), target)
-	}
-	planStatus(in, running, target, forced, &p)
-	planBootstrapData(in, &p)
-	planInPlace(in, target, &p)
-	planCleanup(in, target, running, &p)
-	planRequeue(in, &p)
-	return p
 }
 
+// Requeue intervals while something moves that raises no event: a rollout
+// in progress is looked at every RolloutPollInterval, a node update (whose
+// drain progresses without events) every NodeUpdatePollInterval.
+const (
+	RolloutPollInterval    = 5 * time.Second
+	NodeUpdatePollInterval = 2 * time.Second
+)
+
 // planRequeue asks to look again before the next token rotation, pause
-// expiry or cleanup is due.
+// expiry, scheduled forced rollout or cleanup is due, and at the latest
+// after the resync period; sooner while a rollout or a node update is in
+// progress.
 func planRequeue(in Input, p *Plan) {
 	next := time.Duration(0)
 	consider := func(d time.Duration) {
@@ -86,11 +161,11 @@ func planRequeue(in Input, p *Plan) {
 	for _, t := range in.Tokens {
 		consider(t.RotatedAt.Add(in.Settings.TokenTTL / 2).Sub(in.Now))
 	}
-	if until, ok := PausedUntil(in.Pool, in.Now); ok && !until.IsZero() {
-		consider(until.Sub(in.Now))
+	if d := p.Decision; !d.Pause.Until.IsZero() {
+		consider(d.Pause.Until.Sub(in.Now))
 	}
-	if p.scheduled != nil {
-		consider(p.scheduled.at.Sub(in.Now))
+	if f := p.Decision.Forced; f != nil && f.State == ForcedScheduled {
+		consider(f.At.Sub(in.Now))
 	}
 	if len(p.Delete) == 0 && in.Settings.CleanupGracePeriod > 0 {
 		for name, ud := range in.UserData {
@@ -105,8 +180,36 @@ func planRequeue(in Input, p *Plan) {
 		}
 	}
 	if next > 0 {
-		p.RequeueAfter = next + time.Second
+		next += time.Second
 	}
+	limit := in.Settings.ResyncPeriod
+	if p.Updating != "" {
+		limit = minPositive(limit, RolloutPollInterval)
+	}
+	if p.UpdateInProgress {
+		limit = minPositive(limit, NodeUpdatePollInterval)
+	}
+	p.RequeueAfter = minPositive(next, limit)
+}
+
+// minPositive is the smaller of two durations, 0 meaning none.
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// ownerInitiator is version when only the release version changes, else
+// spec.
+func ownerInitiator(from, to *UserData) Initiator {
+	if from != nil && to != nil && from.RolloutWithoutVersion == to.RolloutWithoutVersion && from.Version != to.Version {
+		return InitiatorVersion
+	}
+	return InitiatorSpec
 }
 
 // annotation reads a pool annotation, "" when unset.
@@ -120,10 +223,7 @@ func annotation(pool *nodepoolv1.NodePool, key string) string {
 // ownerRecord describes a rollout the owner started (or the first one of a
 // new pool): initiator version when only the release version changed.
 func ownerRecord(in Input, from, to *UserData) *Record {
-	r := &Record{Initiator: InitiatorSpec, RolloutHash: to.RolloutHash, PayloadHash: in.Latest.Hash, Started: in.Now}
-	if from != nil && from.RolloutWithoutVersion == to.RolloutWithoutVersion && from.Version != to.Version {
-		r.Initiator = InitiatorVersion
-	}
+	r := &Record{Initiator: ownerInitiator(from, to), RolloutHash: to.RolloutHash, PayloadHash: in.Latest.Hash, Started: in.Now}
 	if from != nil {
 		if old, ok := in.Payloads[from.PayloadHash]; ok {
 			for _, ch := range payload.Diff(old.Manifest, in.Latest.Manifest) {

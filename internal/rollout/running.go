@@ -47,9 +47,9 @@ func seedAnnotations(in Input, running *UserData, p *Plan) {
 		if got != "" && in.Pool.Status.Updating != "" && in.MachineDeployment.Complete {
 			continue // a rollout completed: the annotations advance (event RolloutComplete)
 		}
-		reason, verb := "Seeded", "seeded"
+		reason, verb := nodepoolv1.EventSeeded, "seeded"
 		if got != "" {
-			reason, verb = "Corrected", "corrected from "+got+" to"
+			reason, verb = nodepoolv1.EventCorrected, "corrected from "+got+" to"
 		}
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: reason,
 			Message: fmt.Sprintf("annotation %s %s %s, from user-data %s that the machines run", a.key, verb, a.want, running.Name)})

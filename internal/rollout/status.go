@@ -16,14 +16,16 @@ import (
 )
 
 // planStatus writes the status fields and the conditions other than
-// ConfigUpdatePending: validity of the inputs, the rollout in progress,
-// whether machines fetched their payload, readiness and node health.
-func planStatus(in Input, running, target *UserData, forcedNow bool, p *Plan) {
+// ConfigUpdatePending: validity of the inputs, the rollout in progress
+// (with what holds an in-place update), whether machines fetched their
+// payload, readiness and node health.
+func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 	planValidity(in, p)
 
 	md := in.MachineDeployment
+	running, target := d.Running, d.Target
 	rolling := md != nil && running != nil && target != nil && (running.Name != target.Name || !md.Complete)
-	forcing := forcedNow || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
+	forcing := d.Action == ActionForce || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
 	p.Version = in.Pool.Status.Version
 	if running != nil && (md == nil || md.Complete) {
 		p.Version = running.Version
@@ -44,37 +46,43 @@ func planStatus(in Input, running, target *UserData, forcedNow bool, p *Plan) {
 
 	progress := ""
 	if md != nil {
-		progress = fmt.Sprintf(" (%d of %d machines up to date)", md.UpToDateReplicas, desiredReplicas(in))
+		progress = fmt.Sprintf(" (%d of %d machines up to date)", md.UpToDateReplicas, d.Replicas)
 	}
-	deferred := pendingWhilePaused(in, target)
-	if deferred == "" && p.deferredForce != nil {
-		deferred = fmt.Sprintf("a forced rollout (%s, machines created before %s) is pending; the pool is paused", p.deferredForce.initiator, p.deferredForce.at.Format(time.RFC3339))
+	deferred := pendingWhilePaused(in, d)
+	if f := d.Forced; deferred == "" && f != nil && f.State == ForcedDeferred {
+		deferred = fmt.Sprintf("a forced rollout (%s, machines created before %s) is pending; the pool is paused", f.Initiator, f.At.Format(time.RFC3339))
 	}
 	configCond := updatingCondition(nodepoolv1.ConditionUpdatingConfig, updatingConfig || (forcing && !updatingVersion), deferred,
 		fmt.Sprintf("rolling out configuration %s%s", shortOf(target, func(u *UserData) string { return u.RolloutWithoutVersion }), progress))
 	if forcing && !updatingConfig {
 		configCond.Message = "replacing every machine (forced rollout)" + progress
 	}
-	if p.scheduled != nil && !updatingConfig && !forcing {
+	if f := d.Forced; f != nil && f.State == ForcedScheduled && !updatingConfig && !forcing {
 		configCond.Reason = nodepoolv1.ReasonRolloutScheduled
 		configCond.Message = fmt.Sprintf("a forced rollout (%s) is scheduled: every machine created before %s will be replaced then",
-			p.scheduled.initiator, p.scheduled.at.Format(time.RFC3339))
+			f.Initiator, f.At.Format(time.RFC3339))
 	}
-	p.Conditions = append(p.Conditions,
-		configCond,
-		updatingCondition(nodepoolv1.ConditionUpdatingVersion, updatingVersion, deferred,
-			fmt.Sprintf("rolling out version %s%s", versionOf(target), progress)),
-	)
+	versionCond := updatingCondition(nodepoolv1.ConditionUpdatingVersion, updatingVersion, deferred,
+		fmt.Sprintf("rolling out version %s%s", versionOf(target), progress))
+	for _, c := range []*metav1.Condition{&configCond, &versionCond} {
+		hold.explain(c)
+	}
+	p.Conditions = append(p.Conditions, configCond, versionCond)
 	p.Settled = md != nil && running != nil && target != nil && running.Name == target.Name && md.Complete && !forcing && p.Record == nil
+	switch {
+	case p.Record != nil:
+		p.Finish, p.FinishedAt = OutcomeSuperseded, p.Record.Started
+	case p.Settled:
+		p.Finish, p.FinishedAt = OutcomeComplete, in.Now
+	}
 	if justCompleted(in, running, target) && !forcing {
-		p.Completed = &Completion{RolloutHash: target.RolloutHash, PayloadHash: target.PayloadHash, Completed: in.Now}
-		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutComplete",
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutComplete,
 			Message: fmt.Sprintf("every machine runs %s (version %s)", target.Name, target.Version)})
 	}
 
-	planReached(in, target, p)
+	planReached(in, d, p)
 	planNodes(in, p)
-	planReady(in, p)
+	planReady(in, d, p)
 }
 
 func planValidity(in Input, p *Plan) {
@@ -124,24 +132,20 @@ func updatingCondition(t string, updating bool, deferred string, msg string) met
 }
 
 // pendingWhilePaused describes an owner change held back by pausedUntil.
-func pendingWhilePaused(in Input, target *UserData) string {
-	if in.Latest == nil || target == nil || target.RolloutHash == in.Hashes.Rollout {
+func pendingWhilePaused(in Input, d Decision) string {
+	if in.Latest == nil || d.Target == nil || d.Target.RolloutHash == in.Hashes.Rollout || !d.Pause.Paused {
 		return ""
 	}
-	until, paused := PausedUntil(in.Pool, in.Now)
-	if !paused {
-		return ""
+	if d.Pause.Invalid {
+		return "a rollout is pending; " + d.Pause.InvalidText() + ": it starts when the value is corrected or cleared"
 	}
-	if invalidPause(in.Pool) {
-		return "a rollout is pending; " + invalidPauseText(in.Pool) + ": it starts when the value is corrected or cleared"
-	}
-	if until.IsZero() {
+	if d.Pause.Until.IsZero() {
 		return "a rollout is pending; the pool is paused (pausedUntil: \"true\") and it starts when the pause is lifted"
 	}
-	return "a rollout is pending; the pool is paused until " + until.UTC().Format(time.RFC3339) + " and it starts then"
+	return "a rollout is pending; the pool is paused until " + d.Pause.Until.UTC().Format(time.RFC3339) + " and it starts then"
 }
 
-func planReached(in Input, target *UserData, p *Plan) {
+func planReached(in Input, d Decision, p *Plan) {
 	c := metav1.Condition{Type: nodepoolv1.ConditionReachedIgnitionEndpoint, Status: metav1.ConditionFalse,
 		Reason: nodepoolv1.ReasonIgnitionNotReached, Message: "no machine has fetched its payload from the payload server yet"}
 	for _, t := range in.Tokens {
@@ -151,7 +155,7 @@ func planReached(in Input, target *UserData, p *Plan) {
 			break
 		}
 	}
-	if c.Status == metav1.ConditionFalse && desiredReplicas(in) == 0 {
+	if c.Status == metav1.ConditionFalse && d.Replicas == 0 {
 		c.Status, c.Message = metav1.ConditionUnknown, "the pool has no machines"
 	}
 	p.Conditions = append(p.Conditions, c)
@@ -181,8 +185,8 @@ func planNodes(in Input, p *Plan) {
 	p.Conditions = append(p.Conditions, c)
 }
 
-func planReady(in Input, p *Plan) {
-	want := desiredReplicas(in)
+func planReady(in Input, d Decision, p *Plan) {
+	want := d.Replicas
 	md := in.MachineDeployment
 	machines := metav1.Condition{Type: nodepoolv1.ConditionAllMachinesReady, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
 	ready := metav1.Condition{Type: nodepoolv1.ConditionReady, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
@@ -200,20 +204,6 @@ func planReady(in Input, p *Plan) {
 		ready.Status, ready.Reason = metav1.ConditionFalse, machines.Reason
 	}
 	p.Conditions = append(p.Conditions, machines, ready)
-}
-
-// desiredReplicas is spec.replicas, or autoScaling.min for an autoscaled pool.
-func desiredReplicas(in Input) int32 {
-	if r := in.Pool.Spec.Replicas; r != nil {
-		return *r
-	}
-	if a := in.Pool.Spec.AutoScaling; a != nil {
-		if md := in.MachineDeployment; md != nil && md.Replicas >= a.Min {
-			return md.Replicas
-		}
-		return a.Min
-	}
-	return 0
 }
 
 func shortOf(u *UserData, f func(*UserData) string) string {

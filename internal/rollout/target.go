@@ -8,49 +8,53 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
-// decideTarget returns the user-data the MachineDeployment should point at
-// and whether that starts a rollout. A rollout starts when the rollout hash
-// of the current inputs differs from the one the MachineDeployment points
-// at and the pool is not paused. A render error or a pause keeps the
-// current target, so nothing running is disturbed and scaling still works.
-func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
-	current := currentTarget(in)
+// owner is the engine's reading of the owner's intent: the user-data the
+// MachineDeployment should point at and whether that starts a rollout.
+type owner struct {
+	// current is what the MachineDeployment points at now; target what it
+	// points at after this reconcile.
+	current, target *UserData
+	// started: the owner's change starts rolling now.
+	started bool
+	// deferred: an owner change waits for the pause to end.
+	deferred bool
+	// held: the user-data the MachineDeployment references is gone and
+	// could not be rebuilt (planBootstrapData says so).
+	held bool
+}
+
+// decideOwner reads the owner's intent. A rollout starts when the rollout
+// hash of the current inputs differs from the one the MachineDeployment
+// points at and the pool is not paused. A render error or a pause keeps
+// the current target, so nothing running is disturbed and scaling still
+// works.
+func decideOwner(in Input, pause poolmath.Pause) owner {
+	o := owner{current: currentTarget(in)}
+	current := o.current
 	if md := in.MachineDeployment; current == nil && md != nil && md.DataSecretName != "" {
-		// The user-data the MachineDeployment references is gone and
-		// could not be rebuilt: leave the MachineDeployment as it is
-		// rather than take this for a new pool (planBootstrapData says so).
-		return nil, false
+		// Leave the MachineDeployment as it is rather than take this for
+		// a new pool.
+		o.held = true
+		return o
 	}
 	if current == nil && in.MachineDeployment == nil {
-		if last := lastTarget(in); last != nil {
-			if _, paused := PausedUntil(in.Pool, in.Now); paused || in.RenderErr != nil || in.Latest == nil {
-				// The MachineDeployment was deleted: recreate it on what the
-				// machines ran; a pause still holds the owner's change.
-				return last, false
-			}
+		if last := lastTarget(in); last != nil && (pause.Paused || in.RenderErr != nil || in.Latest == nil) {
+			// The MachineDeployment was deleted: recreate it on what the
+			// machines ran; a pause still holds the owner's change.
+			o.target = last
+			return o
 		}
 	}
-	if in.RenderErr != nil || in.Latest == nil {
-		return current, false
+	o.target = current
+	if in.RenderErr != nil || in.Latest == nil || (current != nil && current.RolloutHash == in.Hashes.Rollout) {
+		return o
 	}
-	if current != nil && current.RolloutHash == in.Hashes.Rollout {
-		return current, false
-	}
-	if current != nil {
-		if until, paused := PausedUntil(in.Pool, in.Now); paused {
-			when := "when spec.management.pausedUntil is cleared"
-			if !until.IsZero() {
-				when = "at " + until.UTC().Format(time.RFC3339)
-			}
-			msg := "the pool is paused: the pending rollout starts " + when
-			if invalidPause(in.Pool) {
-				msg = invalidPauseText(in.Pool) + ": the pending rollout starts when it is corrected or cleared"
-			}
-			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutDeferred", Message: msg})
-			return current, false
-		}
+	if current != nil && pause.Paused {
+		o.deferred = true
+		return o
 	}
 	next := &UserData{
 		Name:                  payload.UserDataSecretName(in.Pool.Name, in.Hashes.Rollout),
@@ -66,12 +70,27 @@ func decideTarget(in Input, running *UserData, p *Plan) (*UserData, bool) {
 		// Going back to an earlier rollout hash reuses its Secrets.
 		next = &existing
 	}
-	if current != nil {
-		what := describeRollout(current, next)
-		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: "RolloutStarted",
-			Message: fmt.Sprintf("rolling out %s: machines move from %s to %s", what, current.Name, next.Name)})
+	o.target, o.started = next, true
+	return o
+}
+
+// ownerEvents says what the owner's change does.
+func ownerEvents(in Input, o owner, pause poolmath.Pause, p *Plan) {
+	switch {
+	case o.deferred:
+		when := "when spec.management.pausedUntil is cleared"
+		if !pause.Until.IsZero() {
+			when = "at " + pause.Until.UTC().Format(time.RFC3339)
+		}
+		msg := "the pool is paused: the pending rollout starts " + when
+		if pause.Invalid {
+			msg = pause.InvalidText() + ": the pending rollout starts when it is corrected or cleared"
+		}
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutDeferred, Message: msg})
+	case o.started && o.current != nil:
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutStarted,
+			Message: fmt.Sprintf("rolling out %s: machines move from %s to %s", describeRollout(o.current, o.target), o.current.Name, o.target.Name)})
 	}
-	return next, true
 }
 
 // lastTarget is the stored user-data the pool's annotations and status say
@@ -129,42 +148,3 @@ func describeRollout(from, to *UserData) string {
 	}
 }
 
-// PausedUntil reports whether the pool is paused now, and until when (zero
-// for "true", paused until someone unpauses it). It fails closed: a value
-// that is not a real RFC3339 time (the API refuses one, but an object
-// stored before that rule, or restored from a backup, may carry it) holds
-// the pool as paused until someone corrects it. The CLI asks the same
-// function, so it never says otherwise.
-func PausedUntil(pool *nodepoolv1.NodePool, now time.Time) (time.Time, bool) {
-	v := pool.Spec.Management.PausedUntil
-	switch v {
-	case "", "false":
-		return time.Time{}, false
-	case "true":
-		return time.Time{}, true
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		return time.Time{}, true
-	}
-	if !now.Before(t) {
-		return time.Time{}, false
-	}
-	return t, true
-}
-
-// invalidPause reports whether pausedUntil is set to something that is
-// neither a boolean nor a real RFC3339 time.
-func invalidPause(pool *nodepoolv1.NodePool) bool {
-	switch v := pool.Spec.Management.PausedUntil; v {
-	case "", "false", "true":
-		return false
-	default:
-		_, err := time.Parse(time.RFC3339, v)
-		return err != nil
-	}
-}
-
-func invalidPauseText(pool *nodepoolv1.NodePool) string {
-	return fmt.Sprintf("spec.management.pausedUntil %q is not an RFC3339 time, so the pool is held as paused", pool.Spec.Management.PausedUntil)
-}

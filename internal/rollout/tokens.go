@@ -16,7 +16,10 @@ import (
 //     and Rollout serve the latest payload (Rollout then rolls the drift
 //     through a forced rollout); OnNextRollout serves the running nodes'
 //     pinned components plus the current fresh ones.
-func tokenPointer(in Input, target, running *UserData, started bool, p *Plan) string {
+//
+// A forced rollout that starts also serves the latest payload: it applies
+// the pending management drift.
+func tokenPointer(in Input, target, running *UserData, started, forced bool, p *Plan) string {
 	tokenName := payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
 	current := ""
 	if t, ok := in.Tokens[tokenName]; ok {
@@ -28,7 +31,7 @@ func tokenPointer(in Input, target, running *UserData, started bool, p *Plan) st
 		}
 		return current
 	}
-	if started && current == "" {
+	if (started && current == "") || forced {
 		store(in, in.Latest, p)
 		return in.Latest.Hash
 	}

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/payload"
 )
 
@@ -59,6 +60,9 @@ type Settings struct {
 	// finish an update it was asked for before the update holds as
 	// Degraded; 0 waits forever.
 	NodeAgentTimeout time.Duration
+	// ResyncPeriod is the longest the controller waits before looking at a
+	// pool again (0: only when something changes).
+	ResyncPeriod time.Duration
 }
 
 // MachineDeployment is the observed state of the pool's MachineDeployment.
@@ -71,6 +75,9 @@ type MachineDeployment struct {
 	// template's once the rollout is complete, the oldest MachineSet's
 	// while a rollout is in progress.
 	RunningDataSecretName string
+	// SpecReplicas is its spec.replicas (nil when unset): for an
+	// autoscaled pool, the autoscaler's count.
+	SpecReplicas *int32
 	// Complete is true when every machine is on the template and no old
 	// machine is left.
 	Complete bool
@@ -89,18 +96,6 @@ type MachineDeployment struct {
 	MachinesCreated []time.Time
 	// TemplateName is the infrastructure template its template references.
 	TemplateName string
-}
-
-// MachinesCreatedBefore counts the machines a forced rollout at t
-// replaces (Cluster API's rule: created strictly before t).
-func (md *MachineDeployment) MachinesCreatedBefore(t time.Time) int32 {
-	var n int32
-	for _, c := range md.MachinesCreated {
-		if c.Before(t) {
-			n++
-		}
-	}
-	return n
 }
 
 // UserData is a user-data Secret, with the hashes it was made for (kept in
@@ -144,10 +139,11 @@ type Node struct {
 	Ready   bool
 }
 
-// Plan is what the controller applies, in this order: payloads, tokens,
-// user-data, the MachineDeployment, the pool's annotations and status,
-// events, deletions.
+// Plan is what the controller applies (see Reconciler.apply for the order):
+// derived from Decision, which says what happens and why.
 type Plan struct {
+	// Decision is what the engine decided; everything below follows from it.
+	Decision Decision
 	// Payloads to store (create when missing; payload Secrets are immutable).
 	Payloads []*payload.Payload
 	// Tokens to create or update.
@@ -181,22 +177,20 @@ type Plan struct {
 	// update with; UpdateInProgress is true while a Node is being updated.
 	InPlaceTarget, InPlaceToken string
 	UpdateInProgress            bool
-	// InPlaceMaxUnavailable bounds the Nodes in an update phase at once.
-	InPlaceMaxUnavailable int32
 	// Record is set when a rollout starts: the controller writes it to the
 	// pool's history.
 	Record *Record
-	// Completed is set on the first reconcile that sees a rollout done.
-	Completed *Completion
 	// Settled is true when every machine runs the target and no rollout,
-	// forced or not, is in progress or starting: a rollout on record that
-	// is still in progress has completed.
+	// forced or not, is in progress or starting.
 	Settled bool
-	// scheduled is a forced rollout waiting for its time; deferredForce one
-	// waiting for the pause to end.
-	scheduled, deferredForce *force
+	// Finish is the outcome of the rollouts on record that are still in
+	// progress ("" leaves them): Complete once the pool is settled,
+	// Superseded when a newer rollout starts (FinishedAt is then when).
+	Finish     Outcome
+	FinishedAt time.Time
 	// RequeueAfter is when the engine wants to look again (token rotation,
-	// pause expiry, cleanup); 0 means no need.
+	// pause expiry, a scheduled forced rollout, cleanup, the resync period,
+	// sooner while a rollout moves); 0 means no need.
 	RequeueAfter time.Duration
 }
 
@@ -265,9 +259,11 @@ type Record struct {
 	ForcedAt *time.Time
 }
 
-// Completion describes a rollout that just completed.
-type Completion struct {
-	RolloutHash string
-	PayloadHash string
-	Completed   time.Time
-}
+// Outcome is how a rollout on record ended.
+type Outcome string
+
+// Outcomes of rollouts on record.
+const (
+	OutcomeComplete   Outcome = history.OutcomeComplete
+	OutcomeSuperseded Outcome = history.OutcomeSuperseded
+)

@@ -1,0 +1,36 @@
+package v1alpha1
+
+// Reasons of the events the controller emits on a NodePool, beside the
+// condition vocabulary (conditions.go). A Warning reason names a fault;
+// the rest describe rollouts as they happen.
+const (
+	// EventRolloutStarted: an owner change starts rolling the machines.
+	EventRolloutStarted = "RolloutStarted"
+	// EventRolloutForced: a forced rollout (restart, apply-pending,
+	// managementUpdates: Rollout) starts.
+	EventRolloutForced = "RolloutForced"
+	// EventRolloutDeferred: a rollout waits for the pool's pause to end.
+	EventRolloutDeferred = "RolloutDeferred"
+	// EventRolloutComplete: every machine runs the target.
+	EventRolloutComplete = "RolloutComplete"
+	// EventManagementConfigDrift: the pending platform components changed.
+	EventManagementConfigDrift = "ManagementConfigDrift"
+	// EventSeeded and EventCorrected: an annotation that mirrors what the
+	// machines run was missing or wrong and was set from their user-data.
+	EventSeeded    = "Seeded"
+	EventCorrected = "Corrected"
+	// EventUserDataRestored (Warning): a user-data Secret machines use was
+	// missing and was rebuilt from its token.
+	EventUserDataRestored = "UserDataRestored"
+	// EventPayloadMissing (Warning): a payload a token serves is gone; the
+	// token moves to the latest payload.
+	EventPayloadMissing = "PayloadMissing"
+	// EventUpdatingNode, EventNodeUpdated and EventDrainTimedOut (Warning)
+	// follow an InPlace pool's node updates.
+	EventUpdatingNode  = "UpdatingNode"
+	EventNodeUpdated   = "NodeUpdated"
+	EventDrainTimedOut = "DrainTimedOut"
+	// EventNameConflict (Warning): an object of a name the pool uses
+	// belongs to someone else; nothing is written while it lasts.
+	EventNameConflict = ReasonNameConflict
+)

@@ -1,0 +1,87 @@
+package rollout
+
+import (
+	"time"
+
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+)
+
+// Action is what the engine decides for a pool's machines in one reconcile.
+type Action string
+
+// Actions, in the order the engine weighs them: a pool whose inputs do not
+// render is Invalid whatever else is asked; one whose target is gone is
+// Held; an owner change Creates or Starts; a due forced rollout Forces;
+// what the pause holds is Deferred; a forced rollout in the future is
+// Scheduled; else None (a rollout in progress goes on).
+const (
+	ActionNone     Action = "None"
+	ActionCreate   Action = "Create"
+	ActionStart    Action = "Start"
+	ActionForce    Action = "Force"
+	ActionDefer    Action = "Defer"
+	ActionSchedule Action = "Schedule"
+	ActionHold     Action = "Hold"
+	ActionInvalid  Action = "Invalid"
+)
+
+// Rolls reports whether the action replaces (or updates) machines, now or
+// once its pause or time has come.
+func (a Action) Rolls() bool {
+	switch a {
+	case ActionCreate, ActionStart, ActionForce, ActionDefer, ActionSchedule:
+		return true
+	}
+	return false
+}
+
+// Decision is the engine's decision for a pool, computed before anything
+// of the plan: the plan is derived from it, and `kubectl nodepool plan`
+// and `rollout status` read it, so they say what the controller does.
+type Decision struct {
+	Action Action
+	// Initiator is who the rollout is for (Create, Start, Force, Defer,
+	// Schedule).
+	Initiator Initiator
+	// At is, for a forced rollout (Force, Schedule, or a Defer of one),
+	// the time machines must be newer than; for Create and Start, now.
+	At time.Time
+	// Pause is the pool's pause state now.
+	Pause poolmath.Pause
+	// Target is the user-data the MachineDeployment points at after this
+	// reconcile (nil when there is none: Hold, or Invalid on a new pool);
+	// Running the user-data the machines run.
+	Target, Running *UserData
+	// TokenPayload is the payload the target's token serves after this
+	// reconcile: what a new or replacement machine boots.
+	TokenPayload string
+	// Replicas is the machine count the pool wants.
+	Replicas int32
+	// Machines is how many machines the rollout replaces (Create: creates;
+	// an InPlace pool: updates in place), once it runs.
+	Machines int32
+	// InProgress is true while a rollout started earlier is still going.
+	InProgress bool
+	// Forced is the forced rollout the engine weighed (due, deferred by
+	// the pause or scheduled), nil when none is pending.
+	Forced *Forced
+	// Reason says why, in a sentence (Invalid, Hold).
+	Reason string
+}
+
+// ForcedState is where a forced-rollout request stands.
+type ForcedState string
+
+// Forced-rollout states.
+const (
+	ForcedStarts    ForcedState = "Starts"
+	ForcedDeferred  ForcedState = "Deferred"
+	ForcedScheduled ForcedState = "Scheduled"
+)
+
+// Forced is a forced-rollout request the engine weighed.
+type Forced struct {
+	At        time.Time
+	Initiator Initiator
+	State     ForcedState
+}
