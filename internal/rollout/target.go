@@ -147,4 +147,3 @@ func describeRollout(from, to *UserData) string {
 		return "a new configuration"
 	}
 }
-
