@@ -12,6 +12,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // What `diff` compares the running payload with.
@@ -116,7 +117,7 @@ func (o *Options) diff(ctx context.Context, name, against string) (*PayloadDiff,
 	}
 	out.Running = running
 	if ud, ok := in.UserData[md.DataSecretName]; ok {
-		if t, ok := in.Tokens[payload.TokenSecretName(pool.Name, ud.RolloutHash)]; ok {
+		if t, ok := in.Tokens[secrets.TokenSecretName(pool.Name, ud.RolloutHash)]; ok {
 			out.NewNode = t.PayloadHash
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // settledInput is the engine's input for a pool whose 3 machines run the
@@ -22,9 +23,9 @@ func settledInput(t *testing.T, w *inputstest.World, now time.Time) rollout.Inpu
 	}
 	pool := w.Pool.DeepCopy()
 	pool.Generation, pool.Status.ObservedGeneration = 2, 2
-	ud := rollout.UserData{Name: payload.UserDataSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout,
+	ud := rollout.UserData{Name: secrets.UserDataSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout,
 		RolloutWithoutVersion: h.RolloutWithoutVersion, Version: pool.Spec.Release.Version, PayloadHash: pl.Hash}
-	tok := rollout.Token{Name: payload.TokenSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout, PayloadHash: pl.Hash, RotatedAt: now}
+	tok := rollout.Token{Name: secrets.TokenSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout, PayloadHash: pl.Hash, RotatedAt: now}
 	pool.Annotations = map[string]string{nodepoolv1.AnnotationCurrentRolloutConfig: h.RolloutWithoutVersion, nodepoolv1.AnnotationCurrentPayload: pl.Hash}
 	pool.Status.Version, pool.Status.Replicas, pool.Status.ReadyReplicas, pool.Status.UpdatedReplicas = pool.Spec.Release.Version, 3, 3, 3
 	created := now.Add(-time.Hour)

@@ -19,7 +19,6 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
-	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
@@ -126,7 +125,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 }
 
 func (r *Reconciler) storePayload(ctx context.Context, pool *nodepoolv1.NodePool, pl *payload.Payload) error {
-	s, err := secrets.NewPayloadSecret(pool.Namespace, payload.PayloadSecretName(pool.Name, pl.Hash), encodePayload(pl))
+	s, err := secrets.NewPayloadSecret(pool.Namespace, secrets.PayloadSecretName(pool.Name, pl.Hash), secrets.FromPayload(pl))
 	if err != nil {
 		return fmt.Errorf("encoding payload %s: %w", payload.Short(pl.Hash), err)
 	}
@@ -162,15 +161,11 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 			t.Current, t.RotatedAt = next, now
 		}
 	}
-	t.PayloadHash = a.PayloadHash
+	t.PayloadHash, t.RolloutHash = a.PayloadHash, a.RolloutHash
 	s, err := secrets.NewTokenSecret(pool.Namespace, a.Name, t)
 	if err != nil {
 		return secrets.Token{}, fmt.Errorf("encoding token Secret %s: %w", a.Name, err)
 	}
-	if s.Annotations == nil {
-		s.Annotations = map[string]string{}
-	}
-	s.Annotations[annotationRolloutHash] = a.RolloutHash
 	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
 		return secrets.Token{}, err
 	}
@@ -310,21 +305,21 @@ func (r *Reconciler) now() time.Time {
 // unused (their cleanup grace period counts from then), and clears the
 // mark of those in use again.
 func (r *Reconciler) markUnreferenced(ctx context.Context, w *world, plan rollout.Plan) error {
-	now := r.now().UTC().Format(time.RFC3339)
+	now := r.now()
 	mark := func(name string, set bool) error {
 		old, ok := w.userData[name]
 		if !ok {
 			return nil
 		}
 		patched := old.DeepCopy()
-		if set {
-			if patched.Annotations == nil {
-				patched.Annotations = map[string]string{}
-			}
-			patched.Annotations[observe.AnnotationUnreferencedSince] = now
-		} else {
-			delete(patched.Annotations, observe.AnnotationUnreferencedSince)
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
 		}
+		var at *time.Time
+		if set {
+			at = &now
+		}
+		secrets.MarkUnreferenced(patched.Annotations, at)
 		if err := r.Client.Patch(ctx, patched, client.MergeFrom(old)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("marking user-data Secret %s: %w", name, err)
 		}

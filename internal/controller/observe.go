@@ -9,7 +9,6 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/observe"
-	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
 )
@@ -58,18 +57,6 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	return w, nil
 }
 
-// encodePayload is the inverse of observe.DecodePayload.
-func encodePayload(p *payload.Payload) secrets.Payload {
-	out := secrets.Payload{Pool: p.Pool, Hash: p.Hash, Ignition: p.Ignition, Manifest: map[string]string{}, Fragments: map[string][]byte{}}
-	for c, d := range p.Manifest {
-		out.Manifest[c.Name()] = d
-	}
-	for c, f := range p.Fragments {
-		out.Fragments[c.Name()] = f
-	}
-	return out
-}
-
 // fitsInASecret refuses a latest payload that is not stored yet and would
 // not fit in a payload Secret: it is a bad input like any other, so the
 // engine keeps what runs and replicas, labels, taints, history and cleanup
@@ -81,7 +68,7 @@ func fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input) error {
 	if _, stored := in.Payloads[in.Latest.Hash]; stored {
 		return nil
 	}
-	s, err := secrets.NewPayloadSecret(pool.Namespace, payload.PayloadSecretName(pool.Name, in.Latest.Hash), encodePayload(in.Latest))
+	s, err := secrets.NewPayloadSecret(pool.Namespace, secrets.PayloadSecretName(pool.Name, in.Latest.Hash), secrets.FromPayload(in.Latest))
 	if err != nil {
 		return err
 	}

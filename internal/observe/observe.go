@@ -169,7 +169,7 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 			continue
 		}
 		switch secrets.KindOf(s) {
-		case KindUserData:
+		case secrets.KindUserData:
 			o.UserData[s.Name] = s
 			in.UserData[s.Name] = DecodeUserData(s)
 		case secrets.KindToken:
@@ -180,13 +180,13 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 				continue
 			}
 			o.Tokens[s.Name], o.DecodedTokens[s.Name] = s, t
-			tok := rollout.Token{Name: s.Name, RolloutHash: s.Annotations[AnnotationRolloutHash], PayloadHash: t.PayloadHash, RotatedAt: t.RotatedAt, Created: s.CreationTimestamp.Time}
+			tok := rollout.Token{Name: s.Name, RolloutHash: t.RolloutHash, PayloadHash: t.PayloadHash, RotatedAt: t.RotatedAt, Created: s.CreationTimestamp.Time}
 			if at, ok, _ := secrets.FirstFetch(s); ok {
 				tok.FirstFetch = &at
 			}
 			in.Tokens[s.Name] = tok
 		case secrets.KindPayload:
-			pl, err := DecodePayload(pool.Name, s)
+			pl, err := secrets.ToPayload(pool.Name, s)
 			if err != nil {
 				log.Error(err, "ignoring an unreadable payload Secret", "secret", s.Name)
 				continue
@@ -262,31 +262,6 @@ func Summarize(md *clusterv1.MachineDeployment, sets []clusterv1.MachineSet, mac
 		out.Complete = onlyTarget && md.Status.ObservedGeneration >= md.Generation
 	}
 	return out
-}
-
-// DecodePayload reads a payload Secret back into a payload, fragments and all.
-func DecodePayload(pool string, s *corev1.Secret) (*payload.Payload, error) {
-	sp, err := secrets.DecodePayload(s)
-	if err != nil {
-		return nil, err
-	}
-	frags := make(map[inputs.Component][]byte, len(sp.Fragments))
-	for name, f := range sp.Fragments {
-		c, err := inputs.ParseComponent(name)
-		if err != nil {
-			return nil, fmt.Errorf("payload Secret %s: %w", s.Name, err)
-		}
-		frags[c] = f
-	}
-	manifest := make(payload.Manifest, len(sp.Manifest))
-	for name, d := range sp.Manifest {
-		c, err := inputs.ParseComponent(name)
-		if err != nil {
-			return nil, fmt.Errorf("payload Secret %s: %w", s.Name, err)
-		}
-		manifest[c] = d
-	}
-	return &payload.Payload{Pool: pool, Ignition: sp.Ignition, Fragments: frags, Manifest: manifest, Hash: sp.Hash}, nil
 }
 
 // machinesCreated lists, for each machine not being deleted, the time

@@ -27,30 +27,16 @@ func Short(hash string) string {
 // that booted the payload with this hash.
 func PayloadLabelValue(payloadHash string) string { return Short(payloadHash) }
 
-// UserDataSecretName is "<pool>-userdata-<rollout hash>".
-func UserDataSecretName(pool, rolloutHash string) string {
-	return objectName(pool, "-userdata-", rolloutHash)
-}
-
-// TokenSecretName is "<pool>-token-<rollout hash>".
-func TokenSecretName(pool, rolloutHash string) string {
-	return objectName(pool, "-token-", rolloutHash)
-}
-
-// PayloadSecretName is "<pool>-payload-<payload hash>".
-func PayloadSecretName(pool, payloadHash string) string {
-	return objectName(pool, "-payload-", payloadHash)
-}
-
 // InfrastructureTemplateName is "<pool>-<template hash>" (see TemplateHash).
 func InfrastructureTemplateName(pool, templateHash string) string {
-	return objectName(pool, "-", templateHash)
+	return ObjectName(pool, "-", templateHash)
 }
 
-// objectName joins pool, infix and the short hash. A pool name too long to
+// ObjectName joins pool, infix and the short hash: the name of every
+// object a pool owns. A pool name too long to
 // fit is cut, and 8 hex characters of its own hash keep two long pool
 // names with a common prefix apart; the result is at most MaxNameLength.
-func objectName(pool, infix, hash string) string {
+func ObjectName(pool, infix, hash string) string {
 	suffix := infix + Short(hash)
 	if len(pool)+len(suffix) <= MaxNameLength {
 		return pool + suffix

@@ -10,6 +10,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // restoreUserData rebuilds, from its token Secret and the pool's
@@ -78,7 +79,7 @@ func restoreUserData(in Input, p *Plan) Input {
 func tokenOfUserData(in Input, userData string) (Token, bool) {
 	for _, name := range sortedKeys(in.Tokens) {
 		t := in.Tokens[name]
-		if t.RolloutHash != "" && payload.UserDataSecretName(in.Pool.Name, t.RolloutHash) == userData {
+		if t.RolloutHash != "" && secrets.UserDataSecretName(in.Pool.Name, t.RolloutHash) == userData {
 			return t, true
 		}
 	}

@@ -3,7 +3,7 @@ package rollout
 import (
 	"sort"
 
-	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // planCleanup lists the Secrets to delete. Cleanup is by reference, never by
@@ -34,7 +34,7 @@ func planCleanup(in Input, target, running *UserData, p *Plan) {
 	var del []string
 	for _, name := range sortedKeys(in.UserData) {
 		ud := in.UserData[name]
-		tokenName := payload.TokenSecretName(in.Pool.Name, ud.RolloutHash)
+		tokenName := secrets.TokenSecretName(in.Pool.Name, ud.RolloutHash)
 		keep := keepUD[name]
 		switch {
 		case keep && ud.UnreferencedSince != nil:
@@ -70,7 +70,7 @@ func planCleanup(in Input, target, running *UserData, p *Plan) {
 	}
 	for _, hash := range sortedKeys(in.Payloads) {
 		if !keepPayload[hash] {
-			del = append(del, payload.PayloadSecretName(in.Pool.Name, hash))
+			del = append(del, secrets.PayloadSecretName(in.Pool.Name, hash))
 		}
 	}
 	p.Delete = del

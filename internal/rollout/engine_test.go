@@ -15,6 +15,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -37,11 +38,11 @@ func settled(t *testing.T, w *inputstest.World) Input {
 	pl, h := render(t, w)
 	pool := w.Pool.DeepCopy()
 	ud := UserData{
-		Name: payload.UserDataSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout,
+		Name: secrets.UserDataSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout,
 		RolloutWithoutVersion: h.RolloutWithoutVersion, Version: pool.Spec.Release.Version,
 		PayloadHash: pl.Hash, Created: t0.Add(-time.Hour),
 	}
-	tok := Token{Name: payload.TokenSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout, PayloadHash: pl.Hash,
+	tok := Token{Name: secrets.TokenSecretName(pool.Name, h.Rollout), RolloutHash: h.Rollout, PayloadHash: pl.Hash,
 		RotatedAt: t0.Add(-time.Hour), Created: t0.Add(-time.Hour)}
 	pool.Annotations = map[string]string{
 		nodepoolv1.AnnotationCurrentRolloutConfig: h.RolloutWithoutVersion,
@@ -106,7 +107,7 @@ func TestANewPoolTargetsTheLatestPayload(t *testing.T) {
 	w := inputstest.New()
 	pl, h := render(t, w)
 	p := Decide(Input{Pool: w.Pool, Now: t0, Latest: pl, Hashes: h, Settings: settings})
-	if p.MachineDeployment == nil || p.MachineDeployment.DataSecretName != payload.UserDataSecretName("workers", h.Rollout) {
+	if p.MachineDeployment == nil || p.MachineDeployment.DataSecretName != secrets.UserDataSecretName("workers", h.Rollout) {
 		t.Fatalf("target = %+v", p.MachineDeployment)
 	}
 	tok := targetToken(t, p)
@@ -383,12 +384,12 @@ func TestCleanupIsByReferenceAndAfterTheGracePeriod(t *testing.T) {
 	w := inputstest.New()
 	in := settled(t, w)
 	pool := in.Pool.Name
-	stale := UserData{Name: payload.UserDataSecretName(pool, "aaaa"), RolloutHash: "aaaa", PayloadHash: "pppp", Created: t0.Add(-time.Hour)}
-	used := UserData{Name: payload.UserDataSecretName(pool, "bbbb"), RolloutHash: "bbbb", PayloadHash: "qqqq", Created: t0.Add(-48 * time.Hour)}
-	fresh := UserData{Name: payload.UserDataSecretName(pool, "cccc"), RolloutHash: "cccc", PayloadHash: "rrrr", Created: t0.Add(-time.Minute)}
+	stale := UserData{Name: secrets.UserDataSecretName(pool, "aaaa"), RolloutHash: "aaaa", PayloadHash: "pppp", Created: t0.Add(-time.Hour)}
+	used := UserData{Name: secrets.UserDataSecretName(pool, "bbbb"), RolloutHash: "bbbb", PayloadHash: "qqqq", Created: t0.Add(-48 * time.Hour)}
+	fresh := UserData{Name: secrets.UserDataSecretName(pool, "cccc"), RolloutHash: "cccc", PayloadHash: "rrrr", Created: t0.Add(-time.Minute)}
 	for _, u := range []UserData{stale, used, fresh} {
 		in.UserData[u.Name] = u
-		tn := payload.TokenSecretName(pool, u.RolloutHash)
+		tn := secrets.TokenSecretName(pool, u.RolloutHash)
 		in.Tokens[tn] = Token{Name: tn, RolloutHash: u.RolloutHash, PayloadHash: u.PayloadHash, RotatedAt: u.Created, Created: u.Created}
 		in.Payloads[u.PayloadHash] = &payload.Payload{Pool: pool, Hash: u.PayloadHash}
 	}
@@ -400,14 +401,14 @@ func TestCleanupIsByReferenceAndAfterTheGracePeriod(t *testing.T) {
 	u := in.UserData[stale.Name]
 	u.UnreferencedSince = &unusedAnHour
 	in.UserData[stale.Name] = u
-	recent := UserData{Name: payload.UserDataSecretName(pool, "dddd"), RolloutHash: "dddd", PayloadHash: "ssss", Created: t0.Add(-48 * time.Hour), UnreferencedSince: &unusedAMinute}
+	recent := UserData{Name: secrets.UserDataSecretName(pool, "dddd"), RolloutHash: "dddd", PayloadHash: "ssss", Created: t0.Add(-48 * time.Hour), UnreferencedSince: &unusedAMinute}
 	in.UserData[recent.Name] = recent
 	u = in.UserData[used.Name]
 	u.UnreferencedSince = &unusedAnHour // in use again (a rollback)
 	in.UserData[used.Name] = u
 	p := Decide(in)
 	got := sets.New(p.Delete...)
-	want := sets.New(stale.Name, payload.TokenSecretName(pool, "aaaa"), payload.PayloadSecretName(pool, "pppp"))
+	want := sets.New(stale.Name, secrets.TokenSecretName(pool, "aaaa"), secrets.PayloadSecretName(pool, "pppp"))
 	if !got.Equal(want) {
 		t.Errorf("deleted %v, want %v", sets.List(got), sets.List(want))
 	}
@@ -521,7 +522,7 @@ func TestADeletedCurrentUserDataChangesNoDecision(t *testing.T) {
 	}
 
 	// With its token gone too nothing can be rebuilt: the pool holds.
-	delete(in.Tokens, payload.TokenSecretName(in.Pool.Name, want.RolloutHash))
+	delete(in.Tokens, secrets.TokenSecretName(in.Pool.Name, want.RolloutHash))
 	p = Decide(in)
 	if p.MachineDeployment != nil || p.Record != nil {
 		t.Fatalf("target %+v, record %+v: want the MachineDeployment left as it is", p.MachineDeployment, p.Record)
@@ -618,7 +619,7 @@ func TestADeletedTokenOfAnOlderRolloutStillInUseIsMadeAgain(t *testing.T) {
 	w := inputstest.New()
 	in, oldUD, _, _ := halfwayThroughAVersionRollout(t, w)
 	old := in.UserData[oldUD]
-	oldToken := payload.TokenSecretName(in.Pool.Name, old.RolloutHash)
+	oldToken := secrets.TokenSecretName(in.Pool.Name, old.RolloutHash)
 	delete(in.Tokens, oldToken)
 	p := Decide(in)
 	var tok *TokenAction

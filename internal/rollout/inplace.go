@@ -12,6 +12,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // InPlace is what the engine sees of an InPlace pool's machines and Nodes.
@@ -101,7 +102,7 @@ func planInPlace(in Input, target *UserData, p *Plan) inPlaceHold {
 	if ip == nil || target == nil {
 		return inPlaceHold{}
 	}
-	p.InPlaceTarget, p.InPlaceToken = target.Name, payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
+	p.InPlaceTarget, p.InPlaceToken = target.Name, secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)
 	want := target.PayloadHash
 	for _, t := range p.Tokens {
 		if t.RolloutHash == target.RolloutHash {

@@ -10,13 +10,13 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
-	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 func TestInPlaceUpdates(t *testing.T) {
 	oldUD, newUD := "workers-old", "workers-new"
 	target := &UserData{Name: newUD, RolloutHash: "new", Version: "v1.36.3", PayloadHash: "p-new"}
-	tokenName := payload.TokenSecretName("workers", "new")
+	tokenName := secrets.TokenSecretName("workers", "new")
 	machine := func(name string, mod ...func(*InPlaceMachine)) InPlaceMachine {
 		m := InPlaceMachine{Machine: name, Node: name + "-node", DataSecretName: oldUD, Version: "v1.36.3", UpdatedAt: t0.Add(-time.Hour)}
 		for _, f := range mod {

@@ -7,6 +7,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // Decide computes the plan for one reconcile of a pool. It is pure: the same
@@ -27,7 +28,7 @@ func Decide(in Input) Plan {
 		if d.Action == ActionForce {
 			target.PayloadHash = in.Latest.Hash
 		}
-		tokenName := payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
+		tokenName := secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)
 		d.TokenPayload = tokenPointer(in, &target, running, o.started, d.Action == ActionForce, &p)
 		planToken(in, tokenName, target.RolloutHash, d.TokenPayload, &p)
 		_, exists := stored[target.Name]
@@ -126,7 +127,7 @@ func planOlderTokens(in Input, target *UserData, stored map[string]UserData, p *
 		if (target != nil && name == target.Name) || !in.Referenced[name] {
 			continue
 		}
-		tokenName := payload.TokenSecretName(in.Pool.Name, ud.RolloutHash)
+		tokenName := secrets.TokenSecretName(in.Pool.Name, ud.RolloutHash)
 		serves := ud.PayloadHash
 		if t, ok := in.Tokens[tokenName]; ok {
 			serves = t.PayloadHash

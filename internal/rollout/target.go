@@ -7,8 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // owner is the engine's reading of the owner's intent: the user-data the
@@ -57,7 +57,7 @@ func decideOwner(in Input, pause poolmath.Pause) owner {
 		return o
 	}
 	next := &UserData{
-		Name:                  payload.UserDataSecretName(in.Pool.Name, in.Hashes.Rollout),
+		Name:                  secrets.UserDataSecretName(in.Pool.Name, in.Hashes.Rollout),
 		RolloutHash:           in.Hashes.Rollout,
 		RolloutWithoutVersion: in.Hashes.RolloutWithoutVersion,
 		Version:               in.Pool.Spec.Release.Version,

@@ -3,6 +3,7 @@ package rollout
 import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // tokenPointer decides which payload the target's token serves, that is
@@ -20,7 +21,7 @@ import (
 // A forced rollout that starts also serves the latest payload: it applies
 // the pending management drift.
 func tokenPointer(in Input, target, running *UserData, started, forced bool, p *Plan) string {
-	tokenName := payload.TokenSecretName(in.Pool.Name, target.RolloutHash)
+	tokenName := secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)
 	current := ""
 	if t, ok := in.Tokens[tokenName]; ok {
 		current = t.PayloadHash

@@ -59,6 +59,9 @@ type Token struct {
 	RotatedAt time.Time
 	// PayloadHash is the payload the tokens serve (the payload pointer).
 	PayloadHash string
+	// RolloutHash is the rollout the token belongs to (annotation
+	// AnnotationRolloutHash; "" leaves it unset).
+	RolloutHash string
 }
 
 // Rotate returns t with next as the current token and the current one kept
@@ -104,7 +107,7 @@ func NewTokenSecret(namespace, name string, t Token) (*corev1.Secret, error) {
 	if t.Previous != "" {
 		data[KeyPreviousToken] = []byte(t.Previous)
 	}
-	return &corev1.Secret{
+	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: namespace,
 			Name:      name,
@@ -112,7 +115,11 @@ func NewTokenSecret(namespace, name string, t Token) (*corev1.Secret, error) {
 		},
 		Type: TypeToken,
 		Data: data,
-	}, nil
+	}
+	if t.RolloutHash != "" {
+		s.Annotations = map[string]string{AnnotationRolloutHash: t.RolloutHash}
+	}
+	return s, nil
 }
 
 // DecodeToken reads a token Secret. It fails, saying which label or key is
@@ -126,6 +133,7 @@ func DecodeToken(s *corev1.Secret) (Token, error) {
 		Current:     string(s.Data[KeyToken]),
 		Previous:    string(s.Data[KeyPreviousToken]),
 		PayloadHash: string(s.Data[KeyPayloadHash]),
+		RolloutHash: s.Annotations[AnnotationRolloutHash],
 	}
 	var errs []error
 	if raw, ok := s.Data[KeyRotatedAt]; ok {

@@ -23,6 +23,7 @@ import (
 	"nodepool.dev/nodepool/internal/cli"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -361,7 +362,7 @@ func checkRecord(t *testing.T, ns, pool string, pr cli.PlanResult, revision int)
 		}
 		template = &md.Spec.Template
 	}
-	if got, want := ptr.Deref(template.Spec.Bootstrap.DataSecretName, ""), payload.UserDataSecretName(pool, pr.RolloutHash); got != want {
+	if got, want := ptr.Deref(template.Spec.Bootstrap.DataSecretName, ""), secrets.UserDataSecretName(pool, pr.RolloutHash); got != want {
 		t.Errorf("the machines' template boots %s; plan predicted rollout hash %s (%s)", got, payload.Short(pr.RolloutHash), want)
 	}
 }

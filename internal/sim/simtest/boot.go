@@ -66,7 +66,7 @@ func (ps *PayloadServer) CreateBoot(ctx context.Context, c client.Client, namesp
 	if b.TokenSecret, err = CreateTokenSecret(ctx, c, namespace, pool, b.Token, p.Hash); err != nil {
 		return nil, err
 	}
-	b.UserData = payload.UserDataSecretName(pool, p.Hash)
+	b.UserData = secrets.UserDataSecretName(pool, p.Hash)
 	if err := ps.CreateUserData(ctx, c, namespace, cluster, b.UserData, b.Token); err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func CreatePayloadSecret(ctx context.Context, c client.Client, namespace string,
 		sp.Manifest[comp.Name()] = d
 		sp.Fragments[comp.Name()] = p.Fragments[comp]
 	}
-	name := payload.PayloadSecretName(p.Pool, p.Hash)
+	name := secrets.PayloadSecretName(p.Pool, p.Hash)
 	s, err := secrets.NewPayloadSecret(namespace, name, sp)
 	if err != nil {
 		return "", err
@@ -94,7 +94,7 @@ func CreatePayloadSecret(ctx context.Context, c client.Client, namespace string,
 // CreateTokenSecret creates a token Secret of pool whose current token is
 // token, pointing at the payload with hash payloadHash, and returns its name.
 func CreateTokenSecret(ctx context.Context, c client.Client, namespace, pool, token, payloadHash string) (string, error) {
-	name := payload.TokenSecretName(pool, payloadHash)
+	name := secrets.TokenSecretName(pool, payloadHash)
 	s, err := secrets.NewTokenSecret(namespace, name, secrets.Token{Pool: pool, Current: token, RotatedAt: time.Now(), PayloadHash: payloadHash})
 	if err != nil {
 		return "", err

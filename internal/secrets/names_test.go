@@ -1,4 +1,4 @@
-package payload_test
+package secrets_test
 
 import (
 	"strings"
@@ -7,15 +7,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 const hash = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func TestObjectNames(t *testing.T) {
 	for _, tt := range []struct{ got, want string }{
-		{payload.UserDataSecretName("workers", hash), "workers-userdata-0123456789abcdef"},
-		{payload.TokenSecretName("workers", hash), "workers-token-0123456789abcdef"},
-		{payload.PayloadSecretName("workers", hash), "workers-payload-0123456789abcdef"},
+		{secrets.UserDataSecretName("workers", hash), "workers-userdata-0123456789abcdef"},
+		{secrets.TokenSecretName("workers", hash), "workers-token-0123456789abcdef"},
+		{secrets.PayloadSecretName("workers", hash), "workers-payload-0123456789abcdef"},
 		{payload.InfrastructureTemplateName("workers", hash), "workers-0123456789abcdef"},
 		{payload.PayloadLabelValue(hash), "0123456789abcdef"},
 	} {
@@ -32,9 +33,9 @@ func TestLongPoolNamesStayValidAndDistinct(t *testing.T) {
 	long := strings.Repeat("a", 240)
 	for _, pool := range []string{long + "-one", long + "-two", strings.Repeat("b.", 126) + "c", strings.Repeat("x", 253)} {
 		for _, name := range []string{
-			payload.UserDataSecretName(pool, hash),
-			payload.TokenSecretName(pool, hash),
-			payload.PayloadSecretName(pool, hash),
+			secrets.UserDataSecretName(pool, hash),
+			secrets.TokenSecretName(pool, hash),
+			secrets.PayloadSecretName(pool, hash),
 			payload.InfrastructureTemplateName(pool, hash),
 		} {
 			if len(name) > payload.MaxNameLength {
@@ -48,7 +49,7 @@ func TestLongPoolNamesStayValidAndDistinct(t *testing.T) {
 			}
 		}
 	}
-	if payload.UserDataSecretName(long+"-one", hash) == payload.UserDataSecretName(long+"-two", hash) {
+	if secrets.UserDataSecretName(long+"-one", hash) == secrets.UserDataSecretName(long+"-two", hash) {
 		t.Error("two long pools share a user-data Secret name")
 	}
 }
