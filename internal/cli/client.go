@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -74,15 +73,6 @@ func (o *Options) getPool(ctx context.Context, name string) (client.Client, *nod
 		return nil, nil, fmt.Errorf("reading NodePool %s/%s: %w", ns, name, err)
 	}
 	return c, pool, nil
-}
-
-// managementConfigKey parses --management-config.
-func (o *Options) managementConfigKey() (types.NamespacedName, error) {
-	ns, name, ok := strings.Cut(o.ManagementConfig, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return types.NamespacedName{}, fmt.Errorf("--management-config %q must be <namespace>/<name>, such as nodepool-system/management-config", o.ManagementConfig)
-	}
-	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
 // poolRef is how a pool is named in messages, as kubectl names objects.

@@ -130,10 +130,11 @@ func (o *Options) plan(ctx context.Context, files []string) error {
 	if err != nil {
 		return err
 	}
-	mc, err := o.managementConfigKey()
+	ctl, err := o.controllerSettings(ctx, c)
 	if err != nil {
 		return err
 	}
+	mc := ctl.inputs.ManagementConfig
 	sources := newOverlay(c)
 	for _, obj := range m.objects {
 		if err := sources.add(obj); err != nil {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodepool.dev/nodepool/internal/settings"
 )
 
 // Options are the flags and streams every command shares.
@@ -23,15 +25,17 @@ type Options struct {
 	AllNamespaces bool
 	// Output is -o: table, json or yaml.
 	Output string
-	// ManagementConfig is the controller's management config ConfigMap,
-	// <namespace>/<name>.
-	ManagementConfig string
+	// ControllerNamespace is where the controller publishes its settings
+	// (the ConfigMap nodepool-controller-settings).
+	ControllerNamespace string
 	// Now is the clock; nil means time.Now. Tests do not move it: the
 	// controller runs on the real clock too.
 	Now func() time.Time
 
 	// client is made once from ConfigFlags.
 	client client.Client
+	// published are the controller's settings, read once.
+	published *controller
 }
 
 func (o *Options) now() time.Time {
@@ -112,7 +116,7 @@ kubectl-nodepool (the nodepool binary behaves the same under that name).`,
 	o.ConfigFlags.AddFlags(flags)
 	flags.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list pools of every namespace (fleet, plan)")
 	flags.StringVarP(&o.Output, "output", "o", "table", "output format: table, json or yaml")
-	flags.StringVar(&o.ManagementConfig, "management-config", "nodepool-system/management-config", "the controller's management config ConfigMap, <namespace>/<name> (plan, diff)")
+	flags.StringVar(&o.ControllerNamespace, "controller-namespace", settings.DefaultNamespace, "namespace where the controller publishes its settings (ConfigMap "+settings.ConfigMapName+"), which plan, diff and rollout status decide with")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
 		switch o.Output {
 		case "table", "json", "yaml":

@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/settings"
 )
 
 // Version is the nodepool build, set with -ldflags "-X ...controller.Version=v0.1.0".
@@ -122,6 +123,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	f.StringVar(&probe, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so replicas can run for availability")
+	f.StringVar(&s.PublishNamespace, "settings-namespace", settings.DefaultNamespace, "namespace of the ConfigMap "+settings.ConfigMapName+" where the controller publishes the settings kubectl nodepool plan, diff and rollout status read")
 	f.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	fs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(fs)

@@ -6,6 +6,7 @@ import (
 
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/settings"
 )
 
 // DefaultNodeUpdateNamespace is where InPlace pools' update Secrets live
@@ -35,6 +36,10 @@ type Settings struct {
 	// the controller writes the Secret InPlace pools' node agents fetch
 	// their update with. Default kube-system.
 	NodeUpdateNamespace string
+	// PublishNamespace is where the controller publishes its settings for
+	// the CLI (the ConfigMap nodepool-controller-settings). Default
+	// nodepool-system.
+	PublishNamespace string
 	// Clock returns now; nil means time.Now. Tests run long spans (token
 	// rotation over days) with a clock that runs faster than real time.
 	Clock func() time.Time
@@ -56,6 +61,9 @@ func (s *Settings) Default() {
 	}
 	if s.HistoryLimit == 0 {
 		s.HistoryLimit = 10
+	}
+	if s.PublishNamespace == "" {
+		s.PublishNamespace = settings.DefaultNamespace
 	}
 	if s.NodeUpdateNamespace == "" {
 		s.NodeUpdateNamespace = DefaultNodeUpdateNamespace

@@ -73,5 +73,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 		Settings:     settings,
 		Clock:        settings.Clock,
 	}
-	return r.SetupWithManager(mgr, opts)
+	if err := r.SetupWithManager(mgr, opts); err != nil {
+		return err
+	}
+	return publishSettings(mgr, r.Settings)
 }

@@ -133,7 +133,7 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			},
 		},
 		{
-			name: "a config changes while the pool is paused", want: cli.PlanDeferred, changed: []string{"user-configs"}, machines: 2, steps: 2,
+			name: "a config changes while the pool is paused", want: cli.PlanDeferred, initiator: "spec", changed: []string{"user-configs"}, machines: 2, steps: 2,
 			goldenTable: "plan-paused",
 			edit: func(_ *testing.T, ns string, p *nodepoolv1.NodePool) []client.Object {
 				p.Spec.Management.PausedUntil = "true"
@@ -148,7 +148,7 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			},
 		},
 		{
-			name: "rolloutAfter is tomorrow", want: cli.PlanScheduled, machines: 2, steps: 2,
+			name: "rolloutAfter is tomorrow", want: cli.PlanScheduled, initiator: "restart", machines: 2, steps: 2,
 			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
 				p.Spec.Management.RolloutAfter = &metav1.Time{Time: time.Now().Add(24 * time.Hour).Truncate(time.Second)}
 				return []client.Object{p}
