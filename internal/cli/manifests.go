@@ -15,13 +15,17 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
 
 // manifests are the edited objects given to `plan -f`.
 type manifests struct {
-	pools   []*nodepoolv1.NodePool
-	objects []client.Object // ConfigMaps and Secrets
+	pools []*nodepoolv1.NodePool
+	// objects are ConfigMaps, Secrets, Clusters and infrastructure
+	// machine templates (unstructured).
+	objects []client.Object
 }
 
 // readManifests reads YAML or JSON manifests (several documents per file,
@@ -58,7 +62,7 @@ func readManifests(files []string, stdin io.Reader, namespace string) (*manifest
 		}
 	}
 	if len(m.pools) == 0 && len(m.objects) == 0 {
-		return nil, fmt.Errorf("no NodePool, ConfigMap or Secret in %s", strings.Join(files, ", "))
+		return nil, fmt.Errorf("no NodePool, ConfigMap, Secret, Cluster or infrastructure machine template in %s", strings.Join(files, ", "))
 	}
 	return m, nil
 }
@@ -78,10 +82,24 @@ func (m *manifests) add(u *unstructured.Unstructured, namespace, where string) e
 		obj = &corev1.ConfigMap{}
 	case gvk == corev1.SchemeGroupVersion.WithKind("Secret"):
 		obj = &corev1.Secret{}
+	case gvk == clusterv1.GroupVersion.WithKind("Cluster"):
+		obj = &clusterv1.Cluster{}
+	case gvk.Group != clusterv1.GroupVersion.Group && strings.HasSuffix(gvk.Kind, "MachineTemplate"):
+		// An infrastructure provider's template: read as the provider
+		// serves it, so it is kept as it is.
+		if u.GetName() == "" {
+			return fmt.Errorf("%s, %s: metadata.name is empty", where, gvk.Kind)
+		}
+		if u.GetNamespace() == "" {
+			u.SetNamespace(namespace)
+		}
+		m.objects = append(m.objects, u)
+		return nil
 	case gvk.Kind == "":
 		return fmt.Errorf("%s has no kind: give apiVersion and kind", where)
 	default:
-		return fmt.Errorf("%s is a %s (%s): plan takes NodePools (%s), ConfigMaps and Secrets", where, gvk.Kind, gvk.GroupVersion(), nodepoolv1.GroupVersion)
+		return fmt.Errorf("%s is a %s (%s): plan takes NodePools (%s), ConfigMaps, Secrets, Clusters (%s) and infrastructure machine templates (kind *MachineTemplate)",
+			where, gvk.Kind, gvk.GroupVersion(), nodepoolv1.GroupVersion, clusterv1.GroupVersion)
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, obj, true); err != nil {
 		return fmt.Errorf("%s, %s %s: %w", where, gvk.Kind, u.GetName(), err)

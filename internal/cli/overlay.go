@@ -5,35 +5,43 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// overlay reads through a live reader, except for the ConfigMaps and
-// Secrets it holds (edited manifests): those it returns as edited. It is
-// how `plan` gathers a pool's inputs as they would be after an apply.
+// overlay reads through a live reader, except for the objects it holds
+// (edited manifests: ConfigMaps, Secrets, the Cluster, infrastructure
+// templates): those it returns as edited. It is how `plan` gathers a
+// pool's inputs as they would be after an apply.
 type overlay struct {
 	client.Reader
-	configMaps map[types.NamespacedName]*corev1.ConfigMap
-	secrets    map[types.NamespacedName]*corev1.Secret
+	scheme *runtime.Scheme
+	objs   map[overlayKey]map[string]any
 }
 
-func newOverlay(live client.Reader) *overlay {
-	return &overlay{Reader: live, configMaps: map[types.NamespacedName]*corev1.ConfigMap{}, secrets: map[types.NamespacedName]*corev1.Secret{}}
+type overlayKey struct {
+	gk  schema.GroupKind
+	key types.NamespacedName
 }
 
-// Get returns the edited ConfigMap or Secret at key, if any, else reads live.
+func newOverlay(live client.Client) *overlay {
+	return &overlay{Reader: live, scheme: live.Scheme(), objs: map[overlayKey]map[string]any{}}
+}
+
+// Get returns the edited object at key, if any, else reads live.
 func (o *overlay) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	switch out := obj.(type) {
-	case *corev1.ConfigMap:
-		if cm, ok := o.configMaps[key]; ok {
-			cm.DeepCopyInto(out)
-			return nil
-		}
-	case *corev1.Secret:
-		if s, ok := o.secrets[key]; ok {
-			s.DeepCopyInto(out)
-			return nil
+	gvk, err := apiutil.GVKForObject(obj, o.scheme)
+	if err == nil {
+		if edited, ok := o.objs[overlayKey{gvk.GroupKind(), key}]; ok {
+			if u, isU := obj.(*unstructured.Unstructured); isU {
+				u.Object = runtime.DeepCopyJSON(edited)
+				return nil
+			}
+			return runtime.DefaultUnstructuredConverter.FromUnstructured(runtime.DeepCopyJSON(edited), obj)
 		}
 	}
 	return o.Reader.Get(ctx, key, obj, opts...)
@@ -41,12 +49,8 @@ func (o *overlay) Get(ctx context.Context, key client.ObjectKey, obj client.Obje
 
 // add lays an edited object over the live one.
 func (o *overlay) add(obj client.Object) error {
-	key := client.ObjectKeyFromObject(obj)
-	switch v := obj.(type) {
-	case *corev1.ConfigMap:
-		o.configMaps[key] = v
-	case *corev1.Secret:
-		s := v.DeepCopy()
+	if s, ok := obj.(*corev1.Secret); ok {
+		s = s.DeepCopy()
 		// kubectl apply turns stringData into data: so does the plan.
 		if len(s.StringData) > 0 && s.Data == nil {
 			s.Data = map[string][]byte{}
@@ -55,9 +59,16 @@ func (o *overlay) add(obj client.Object) error {
 			s.Data[k] = []byte(val)
 		}
 		s.StringData = nil
-		o.secrets[key] = s
-	default:
-		return fmt.Errorf("%T cannot be laid over the cluster: only ConfigMaps and Secrets", obj)
+		obj = s
 	}
+	gvk, err := apiutil.GVKForObject(obj, o.scheme)
+	if err != nil {
+		return fmt.Errorf("%T cannot be laid over the cluster: %w", obj, err)
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	o.objs[overlayKey{gvk.GroupKind(), client.ObjectKeyFromObject(obj)}] = u
 	return nil
 }

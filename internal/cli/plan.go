@@ -82,7 +82,8 @@ func newPlanCommand(o *Options) *cobra.Command {
 		Use:   "plan -f FILE...",
 		Short: "Predict whether an edit would replace a pool's nodes, without applying it",
 		Long: `Predict, without applying anything, what the controller would do if the given
-NodePool, ConfigMap and Secret manifests were applied: whether nodes would roll
+NodePool, ConfigMap, Secret, Cluster and infrastructure machine template
+manifests were applied: whether nodes would roll
 (now, after the pool's pause, at a scheduled time, or not at all), who the
 rollout would be recorded for, which payload components change, how many
 machines are replaced and in how many steps (maxSurge, maxUnavailable), what is
@@ -92,9 +93,12 @@ plan asks the API server to validate and default the edited NodePool (a
 server-side dry run: CEL rules and defaults apply, nothing is stored), gathers
 the pool's inputs with the edited objects laid over the cluster's, renders the
 payload and calls the controller's own rollout engine on what the controller
-observes (its MachineDeployment, MachineSets, Machines and Secrets). Edited
-ConfigMaps and Secrets alone plan every pool that reads them (the management
-config: every pool of the namespace, or of all namespaces with -A).
+observes (its MachineDeployment, MachineSets, Machines and Secrets), with
+the settings the controller published (ConfigMap nodepool-controller-settings
+in --controller-namespace). Edited ConfigMaps, Secrets, Clusters and
+templates alone plan every pool that reads them (a Cluster's
+controlPlaneEndpoint, a template's spec; the management config: every pool
+of the namespace, or of all namespaces with -A).
 
 Exit status 1 when an edit is refused or its inputs are invalid.`,
 		Example: `  # Will bumping the version of workers roll its nodes, and how?
@@ -102,6 +106,9 @@ Exit status 1 when an edit is refused or its inputs are invalid.`,
 
   # Will this chrony config change roll the pools that use it?
   kubectl nodepool plan -f chrony-configmap.yaml -o json
+
+  # Will moving the cluster's API endpoint, or a bigger machine template, roll nodes?
+  kubectl nodepool plan -f cluster.yaml -f machine-template.yaml
 
   # What would a new API-server proxy image do to every pool?
   kubectl nodepool plan -A -f management-config.yaml`,

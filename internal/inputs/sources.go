@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -23,12 +25,21 @@ func SourceDigest(obj client.Object) (string, error) {
 	return "", fmt.Errorf("%T is not a ConfigMap or Secret: only their content is recorded", obj)
 }
 
-// References reports whether pool reads obj, a ConfigMap or Secret of its
-// namespace, as an input: a user config of spec.config, the trust bundle
-// or the pull secret. (Every pool also reads the management config.)
+// References reports whether pool reads obj, an object of its namespace,
+// as an input: a user config of spec.config, the trust bundle, the pull
+// secret, its Cluster or its infrastructure machine template. (Every pool
+// also reads the management config.)
 func References(pool *nodepoolv1.NodePool, obj client.Object) bool {
 	if obj.GetNamespace() != pool.Namespace {
 		return false
+	}
+	if _, isCluster := obj.(*clusterv1.Cluster); isCluster {
+		return pool.Spec.ClusterName == obj.GetName()
+	}
+	if u, isU := obj.(*unstructured.Unstructured); isU {
+		ref := pool.Spec.InfrastructureTemplateRef
+		gvk := u.GroupVersionKind()
+		return ref.APIGroup == gvk.Group && ref.Kind == gvk.Kind && ref.Name == u.GetName()
 	}
 	if _, isSecret := obj.(*corev1.Secret); isSecret {
 		return pool.Spec.PullSecretRef != nil && pool.Spec.PullSecretRef.Name == obj.GetName()

@@ -24,6 +24,7 @@ import (
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/secrets"
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -165,6 +166,19 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
 				p.Spec.AutoScaling = &nodepoolv1.AutoScaling{Min: 1, Max: 3}
 				return []client.Object{p}
+			},
+		},
+		{
+			name: "the infrastructure template changes", want: cli.PlanNow, initiator: "spec", changed: []string{"infrastructure-template"}, machines: 2, steps: 2,
+			edit: func(t *testing.T, ns string, _ *nodepoolv1.NodePool) []client.Object {
+				tmpl := &simv1.SimMachineTemplate{}
+				if err := st.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "small"}, tmpl); err != nil {
+					t.Fatal(err)
+				}
+				tmpl.TypeMeta = metav1.TypeMeta{APIVersion: simv1.GroupVersion.String(), Kind: simv1.KindSimMachineTemplate}
+				tmpl.ManagedFields, tmpl.ResourceVersion = nil, ""
+				tmpl.Spec.Template.Spec.CPUs = 4
+				return []client.Object{tmpl}
 			},
 		},
 		{
@@ -421,6 +435,8 @@ func applyManifests(t *testing.T, objs []client.Object) error {
 			cur.(*corev1.ConfigMap).Data = v.Data
 		case *corev1.Secret:
 			cur.(*corev1.Secret).Data = v.Data
+		case *simv1.SimMachineTemplate:
+			cur.(*simv1.SimMachineTemplate).Spec = v.Spec
 		}
 		if err := st.Env.Client.Update(ctx, cur); err != nil {
 			return err
