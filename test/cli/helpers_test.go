@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -189,14 +188,11 @@ func waitFor(t *testing.T, p *nodepoolv1.NodePool, timeout time.Duration, what s
 		func(s state) string { return fmt.Sprintf("%d machines, status %+v", s.machines.Len(), s.pool.Status) })
 }
 
-// settled: n machines, all up to date and ready, nothing updating, and
-// the controller has seen the latest spec.
+// settled: the controller says the pool of n machines is settled
+// (stack.Settled), and n machines exist.
 func settled(n int) func(state) bool {
 	return func(s state) bool {
-		p := s.pool
-		return s.machines.Len() == n && p.Status.ObservedGeneration == p.Generation && p.Status.Updating == "" &&
-			p.Status.UpdatedReplicas == int32(n) && p.Status.ReadyReplicas == int32(n) && p.Status.Replicas == int32(n) &&
-			meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady)
+		return stack.Settled(s.pool, n) && s.machines.Len() == n
 	}
 }
 

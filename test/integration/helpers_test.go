@@ -160,11 +160,11 @@ func waitFor(t *testing.T, p *nodepoolv1.NodePool, timeout time.Duration, what s
 		func(s state) string { return s.String() + "; conditions: " + conditions(s.pool) })
 }
 
-// settled: n machines with nodes, all on one payload, Ready, not updating.
+// settled: the controller says the pool of n machines is settled
+// (stack.Settled), n machines with nodes exist, all on one payload.
 func settled(n int) func(state) bool {
 	return func(s state) bool {
-		return s.machines.Len() == n && s.nodes == n && s.onlyPayload() != "" &&
-			s.pool.Status.Updating == "" && isTrue(s.pool, nodepoolv1.ConditionReady)
+		return stack.Settled(s.pool, n) && s.machines.Len() == n && s.nodes == n && s.onlyPayload() != ""
 	}
 }
 

@@ -6,6 +6,10 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
 
 // Main is the TestMain of a suite that runs against the stack: it starts
@@ -62,4 +66,16 @@ func WaitFor[S any](t testing.TB, timeout time.Duration, what string, read func(
 	}
 	t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, describe(s))
 	return s
+}
+
+// Settled reports whether the controller says a pool of n machines is
+// settled: it has seen the latest spec, no rollout is in progress, n
+// machines exist, all up to date and ready, and the pool is Ready. Every
+// test asks this one definition (adding what it observes itself, such as
+// machine UIDs or nodes).
+func Settled(p *nodepoolv1.NodePool, n int) bool {
+	st := p.Status
+	return st.ObservedGeneration == p.Generation && st.Updating == "" &&
+		st.Replicas == int32(n) && st.UpdatedReplicas == int32(n) && st.ReadyReplicas == int32(n) &&
+		meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady)
 }
