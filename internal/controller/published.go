@@ -67,4 +67,3 @@ func writeSettings(ctx context.Context, c client.Client, r client.Reader, namesp
 	}
 	return nil
 }
-
