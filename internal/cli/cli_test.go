@@ -81,7 +81,7 @@ func TestStepsFollowMaxSurgeAndMaxUnavailable(t *testing.T) {
 
 func TestManifestsRefuseOtherKinds(t *testing.T) {
 	_, err := readManifests([]string{"-"}, strings.NewReader("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"), "ns")
-	if err == nil || !strings.Contains(err.Error(), "-f -, document 1 is a Deployment (apps/v1): plan takes NodePools (nodepool.dev/v1alpha1), ConfigMaps and Secrets") {
+	if err == nil || !strings.Contains(err.Error(), "-f -, document 1 is a Deployment (apps/v1): plan takes NodePools (nodepool.dev/v1alpha1), ConfigMaps, Secrets, Clusters (cluster.x-k8s.io/v1beta2) and infrastructure machine templates") {
 		t.Errorf("err = %v", err)
 	}
 	m, err := readManifests([]string{"-"}, strings.NewReader("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n  metadata: {name: s}\n  data: {k: c2VjcmV0}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: other}\n"), "ns")
