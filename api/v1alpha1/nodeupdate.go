@@ -49,6 +49,9 @@ const (
 	// AnnotationUpdateStartedAt on a Node is when the controller cordoned
 	// it for the update (RFC3339); the pool's drain timeout counts from it.
 	AnnotationUpdateStartedAt = "update.nodepool.dev/started-at"
+	// AnnotationDrainBlocked on a Node being drained says why the last
+	// eviction was refused (a PodDisruptionBudget); absent when none was.
+	AnnotationDrainBlocked = "update.nodepool.dev/drain-blocked"
 	// AnnotationWasUnschedulable on a Node says it was cordoned before the
 	// update started, so the controller leaves it cordoned afterwards.
 	AnnotationWasUnschedulable = "update.nodepool.dev/was-unschedulable"

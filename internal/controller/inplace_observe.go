@@ -20,10 +20,10 @@ import (
 )
 
 // observeInPlace adds to an InPlace pool's machines what their Nodes say:
-// readiness, cordon, the controller's phase and the node agent's report.
-// A Node being drained is drained a step further here (evictions are
-// idempotent and never block), so the engine decides on what the drain
-// left: the pods still to evict and why an eviction was refused.
+// readiness, cordon, the controller's phase and the node agent's report,
+// and, for a Node being drained, the pods still to evict and why the last
+// eviction was refused. Evicting is a step of the plan (StepDrain), applied
+// by drainStep.
 func (r *Reconciler) observeInPlace(ctx context.Context, pool *nodepoolv1.NodePool, w *world, in *rollout.Input) {
 	if in.InPlace == nil || !w.nodesRead {
 		return
@@ -56,33 +56,56 @@ func (r *Reconciler) observeInPlace(ctx context.Context, pool *nodepoolv1.NodePo
 		im.Desired, im.Current = a[nodepoolv1.AnnotationDesiredPayload], a[nodepoolv1.AnnotationNodeCurrentPayload]
 		im.State, im.Message = a[nodepoolv1.AnnotationUpdateState], a[nodepoolv1.AnnotationUpdateMessage]
 		if im.Phase == nodepoolv1.UpdatePhaseDraining {
-			im.PodsLeft, im.DrainBlocked = r.drainStep(ctx, pool, n.Name)
+			im.PodsLeft, im.DrainBlocked = r.podsLeft(ctx, pool, n.Name), a[nodepoolv1.AnnotationDrainBlocked]
 		}
 	}
 }
 
-// drainStep evicts the pods of a cordoned Node through the Eviction API, so
-// PodDisruptionBudgets are honoured, skipping DaemonSet and mirror pods as
-// kubectl drain does. It returns how many pods are left (those just
-// evicted included, until they are gone) and why an eviction was refused.
-func (r *Reconciler) drainStep(ctx context.Context, pool *nodepoolv1.NodePool, node string) (int, string) {
-	log := r.log(pool).WithValues("node", node)
+// drainHelper is kubectl's drain helper for the pool's workload cluster:
+// evictions through the Eviction API, so PodDisruptionBudgets are honoured,
+// skipping DaemonSet and mirror pods as kubectl drain does.
+func (r *Reconciler) drainHelper(ctx context.Context, pool *nodepoolv1.NodePool) (*drain.Helper, error) {
 	cluster := client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName}
 	cfg, err := r.ClusterCache.GetRESTConfig(ctx, cluster)
 	if err != nil {
-		return -1, "cannot reach the workload cluster to drain: " + err.Error()
+		return nil, fmt.Errorf("cannot reach the workload cluster to drain: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return -1, "cannot reach the workload cluster to drain: " + err.Error()
+		return nil, fmt.Errorf("cannot reach the workload cluster to drain: %w", err)
 	}
-	h := &drain.Helper{
+	return &drain.Helper{
 		Ctx: ctx, Client: cs, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
 		GracePeriodSeconds: -1, Out: io.Discard, ErrOut: io.Discard,
+	}, nil
+}
+
+// podsLeft counts the pods a drain of node still has to evict (those being
+// evicted included, until they are gone); -1 when they cannot be listed.
+func (r *Reconciler) podsLeft(ctx context.Context, pool *nodepoolv1.NodePool, node string) int {
+	h, err := r.drainHelper(ctx, pool)
+	if err != nil {
+		return -1
 	}
 	list, errs := h.GetPodsForDeletion(node)
 	if len(errs) > 0 {
-		return -1, fmt.Sprintf("cannot list the pods to evict: %v", errs[0])
+		return -1
+	}
+	return len(list.Pods())
+}
+
+// drainStep evicts the pods still on a cordoned Node (evictions are
+// idempotent and never block) and returns why an eviction was refused,
+// "" when none was.
+func (r *Reconciler) drainStep(ctx context.Context, pool *nodepoolv1.NodePool, node string) string {
+	log := r.log(pool).WithValues("node", node)
+	h, err := r.drainHelper(ctx, pool)
+	if err != nil {
+		return err.Error()
+	}
+	list, errs := h.GetPodsForDeletion(node)
+	if len(errs) > 0 {
+		return fmt.Sprintf("cannot list the pods to evict: %v", errs[0])
 	}
 	pods := list.Pods()
 	var refused []string
@@ -101,7 +124,7 @@ func (r *Reconciler) drainStep(ctx context.Context, pool *nodepoolv1.NodePool, n
 			refused = append(refused, fmt.Sprintf("eviction of pod %s/%s failed: %v", pod.Namespace, pod.Name, err))
 		}
 	}
-	return len(pods), strings.Join(refused, "; ")
+	return strings.Join(refused, "; ")
 }
 
 // disruptionMessage is the API server's reason for refusing an eviction

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -78,6 +79,15 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 		}
 		ann := updated.Annotations
 		switch a.Step {
+		case rollout.StepDrain:
+			if refused := r.drainStep(ctx, pool, a.Node); refused != "" {
+				ann[nodepoolv1.AnnotationDrainBlocked] = refused
+			} else {
+				delete(ann, nodepoolv1.AnnotationDrainBlocked)
+			}
+			if equality.Semantic.DeepEqual(updated.Annotations, node.Annotations) {
+				continue
+			}
 		case rollout.StepStart:
 			updated.Spec.Unschedulable = true
 			ann[nodepoolv1.AnnotationUpdatePhase] = nodepoolv1.UpdatePhaseDraining
@@ -86,6 +96,7 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 				ann[nodepoolv1.AnnotationWasUnschedulable] = "true"
 			}
 		case rollout.StepRequest:
+			delete(ann, nodepoolv1.AnnotationDrainBlocked)
 			ann[nodepoolv1.AnnotationUpdatePhase] = nodepoolv1.UpdatePhaseUpdating
 			ann[nodepoolv1.AnnotationDesiredPayload] = a.Payload
 			ann[nodepoolv1.AnnotationUpdateSecret] = r.Settings.NodeUpdateNamespace + "/" + updateSecretName(pool)
@@ -101,6 +112,7 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 			delete(ann, nodepoolv1.AnnotationUpdateStartedAt)
 			delete(ann, nodepoolv1.AnnotationUpdateRequestedAt)
 			delete(ann, nodepoolv1.AnnotationWasUnschedulable)
+			delete(ann, nodepoolv1.AnnotationDrainBlocked)
 		}
 		if err := c.Patch(ctx, updated, client.MergeFrom(node)); err != nil {
 			return fmt.Errorf("node %s (%s): %w", a.Node, a.Step, err)

@@ -56,8 +56,9 @@ type InPlaceMachine struct {
 	// annotations.
 	Desired, Current, State, Message string
 	// PodsLeft is how many pods a drain still has to evict from the Node
-	// (read while it drains); DrainBlocked says why an eviction was
-	// refused (a PodDisruptionBudget), "" if none was.
+	// (read while it drains, those being evicted included); DrainBlocked
+	// says why the last eviction was refused (a PodDisruptionBudget), ""
+	// if none was.
 	PodsLeft     int
 	DrainBlocked string
 }
@@ -68,6 +69,8 @@ type NodeStep string
 const (
 	// StepStart cordons the Node and starts draining it.
 	StepStart NodeStep = "Start"
+	// StepDrain evicts the pods still on a draining Node.
+	StepDrain NodeStep = "Drain"
 	// StepRequest asks the node's agent for a payload (the Node is drained).
 	StepRequest NodeStep = "Request"
 	// StepFinish records the machine as updated, then uncordons the Node.
@@ -164,6 +167,7 @@ func planInPlace(in Input, target *UserData, p *Plan) inPlaceHold {
 					why = fmt.Sprintf("node %s: draining, %s", m.Node, m.DrainBlocked)
 				}
 				blocked = append(blocked, why)
+				p.NodeActions = append(p.NodeActions, NodeAction{Step: StepDrain, Machine: m.Machine, Node: m.Node})
 				continue
 			}
 			if !drained {
