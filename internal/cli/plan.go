@@ -407,3 +407,12 @@ func steps(r *PlanResult) int32 {
 	}
 	return poolmath.Steps(r.Machines, r.MaxSurge, r.MaxUnavailable)
 }
+
+// Predict is what `plan` says for a pool, given the engine's input and
+// plan: live is the pool as stored (nil for a new pool), pool as it would
+// be after the edit.
+func Predict(in rollout.Input, plan rollout.Plan, live, pool *nodepoolv1.NodePool) PlanResult {
+	r := PlanResult{Namespace: pool.Namespace, Pool: pool.Name}
+	describePlan(&r, &decision{In: in, Plan: plan}, live, pool)
+	return r
+}

@@ -111,6 +111,9 @@ func TestFencepostsAndSteps(t *testing.T) {
 		{"percent unavailable rounds down", i(0), s("50%"), 3, 0, 1, 3, 3},
 		{"both zero means unavailable 1", i(0), i(0), 3, 0, 1, 3, 3},
 		{"no machines", nil, nil, 0, 1, 0, 0, 0},
+		// Found by the prediction property test: Cluster API caps
+		// maxUnavailable at the replicas.
+		{"unavailable above the replicas is capped", i(1), i(2), 1, 1, 1, 5, 3},
 	} {
 		gs, gu, err := Fenceposts(tc.surge, tc.unavailable, tc.desired)
 		if err != nil {

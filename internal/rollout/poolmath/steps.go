@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment/mdutil"
 )
 
@@ -17,13 +18,22 @@ var (
 )
 
 // Fenceposts resolves maxSurge and maxUnavailable against the desired
-// replicas exactly as Cluster API's MachineDeployment controller does (its
-// own function: surge rounds up, unavailable down, and both 0 means
-// unavailable 1). Nil values take the pool defaults.
+// replicas exactly as Cluster API's MachineDeployment controller does: by
+// its own functions, on a MachineDeployment of that strategy (surge rounds
+// up, unavailable down, both 0 means unavailable 1, unavailable is at most
+// the replicas and 0 for none). Nil values take the pool defaults.
 func Fenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int32) (surge, unavailable int32, err error) {
 	s := ptr.Deref(maxSurge, DefaultMaxSurge)
 	u := ptr.Deref(maxUnavailable, DefaultMaxUnavailable)
-	return mdutil.ResolveFenceposts(&s, &u, desired)
+	if _, _, err := mdutil.ResolveFenceposts(&s, &u, desired); err != nil {
+		return 0, 0, err
+	}
+	md := clusterv1.MachineDeployment{Spec: clusterv1.MachineDeploymentSpec{Replicas: &desired,
+		Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+			Type:          clusterv1.RollingUpdateMachineDeploymentStrategyType,
+			RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{MaxSurge: &s, MaxUnavailable: &u},
+		}}}}
+	return mdutil.MaxSurge(md), mdutil.MaxUnavailable(md), nil
 }
 
 // Steps is how many rounds a rolling replacement of machines takes when
