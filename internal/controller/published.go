@@ -25,7 +25,7 @@ func publishSettings(mgr ctrl.Manager, s Settings) error {
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		want := settings.Published{
 			PayloadServerURL: s.Inputs.PayloadServerURL, PayloadServerCA: string(s.Inputs.PayloadServerCA),
-			RendererVersion: s.Inputs.RendererVersion, ManagementConfig: s.Inputs.ManagementConfig.String(),
+			RendererVersion: s.Inputs.RendererVersion, ManagementConfig: s.Inputs.ManagementConfigKey().String(),
 			TokenTTL: s.TokenTTL, CleanupGracePeriod: s.CleanupGracePeriod, NodeAgentTimeout: s.NodeAgentTimeout, ResyncPeriod: s.ResyncPeriod,
 		}
 		log := ctrl.Log.WithName("settings")

@@ -41,10 +41,7 @@ func (r *Reconciler) poolsReferencing(ctx context.Context, o client.Object) []re
 	if _, owned := o.GetLabels()[nodepoolv1.LabelPool]; owned {
 		return nil // the pool's own Secrets are watched through Owns
 	}
-	mc := r.Settings.Inputs.ManagementConfig
-	if mc.Name == "" {
-		mc = inputs.DefaultManagementConfig
-	}
+	mc := r.Settings.Inputs.ManagementConfigKey()
 	if _, isCM := o.(*corev1.ConfigMap); isCM && o.GetNamespace() == mc.Namespace && o.GetName() == mc.Name {
 		return r.pools(ctx, "", func(*nodepoolv1.NodePool) bool { return true })
 	}

@@ -73,9 +73,7 @@ func Gather(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, s S
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("controller settings: %w", err)
 	}
-	if s.ManagementConfig == (types.NamespacedName{}) {
-		s.ManagementConfig = DefaultManagementConfig
-	}
+	s.ManagementConfig = s.ManagementConfigKey()
 	g := &gatherer{c: c, pool: client.ObjectKeyFromObject(pool)}
 	in := &Inputs{
 		Pool:            g.pool,

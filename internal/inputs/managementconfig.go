@@ -14,6 +14,15 @@ import (
 // unless the controller is told otherwise.
 var DefaultManagementConfig = types.NamespacedName{Namespace: "nodepool-system", Name: "management-config"}
 
+// ManagementConfigKey is the management config the settings name:
+// DefaultManagementConfig when unset.
+func (s Settings) ManagementConfigKey() types.NamespacedName {
+	if s.ManagementConfig == (types.NamespacedName{}) {
+		return DefaultManagementConfig
+	}
+	return s.ManagementConfig
+}
+
 // ManagementConfigKey is the key of the management config ConfigMap that
 // holds its YAML.
 const ManagementConfigKey = "config"

@@ -25,7 +25,11 @@ import (
 // machines in, for several maxSurge / maxUnavailable settings: the steps
 // are counted from the new machines' creation and Ready times (a new
 // round starts with a machine created once a machine of the round before
-// became Ready). Machines boot in 3 s, so rounds are seconds apart.
+// became Ready). Machines boot in 15 s, longer than Cluster API takes to
+// delete an old machine (as on real infrastructure, where a boot takes
+// minutes): the rounds are then the ones maxSurge and maxUnavailable
+// allow, seconds apart. A deletion slower than a boot (a long drain) makes
+// more rounds than plan's steps: the steps are the fewest possible.
 func TestPlannedStepsAreTheRoundsClusterAPITakes(t *testing.T) {
 	for _, tc := range []struct {
 		surge, unavailable int32
@@ -39,7 +43,7 @@ func TestPlannedStepsAreTheRoundsClusterAPITakes(t *testing.T) {
 			t.Parallel()
 			ns := newNamespace(t)
 			if err := simtest.CreateMachineTemplate(context.Background(), st.Env.Client, ns, "slow",
-				simv1.SimMachineSpec{BootDelay: &metav1.Duration{Duration: 3 * time.Second}}); err != nil {
+				simv1.SimMachineSpec{BootDelay: &metav1.Duration{Duration: 15 * time.Second}}); err != nil {
 				t.Fatal(err)
 			}
 			p := newPool(t, ns, "workers", 3, func(p *nodepoolv1.NodePool) {
@@ -47,7 +51,7 @@ func TestPlannedStepsAreTheRoundsClusterAPITakes(t *testing.T) {
 				p.Spec.Management.Replace.RollingUpdate = nodepoolv1.RollingUpdate{
 					MaxSurge: ptr.To(intstr.FromInt32(tc.surge)), MaxUnavailable: ptr.To(intstr.FromInt32(tc.unavailable))}
 			})
-			before := waitFor(t, p, rolloutTimeout, "3 ready machines", settled(3))
+			before := waitFor(t, p, 6*time.Minute, "3 ready machines", settled(3))
 
 			edited := stack.ConfigMap(ns, "chrony", stack.Chrony("steps.corp.example"))
 			edited.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
@@ -58,7 +62,7 @@ func TestPlannedStepsAreTheRoundsClusterAPITakes(t *testing.T) {
 			if err := applyManifests(t, []client.Object{edited}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, p, rolloutTimeout, "every machine replaced", func(s state) bool {
+			waitFor(t, p, 6*time.Minute, "every machine replaced", func(s state) bool {
 				return settled(3)(s) && s.machines.Intersection(before.machines).Len() == 0
 			})
 			if got := rounds(t, ns, before.machines.UnsortedList()); got != plans[0].Steps {
