@@ -86,7 +86,7 @@ func TestShippedManifestsRunAPool(t *testing.T) {
 	startDeployment(t, payloadName)
 	startDeployment(t, controllerName)
 
-	p := newPool(t, 2)
+	p := newPool(t, 2, 0)
 	s := waitFor(t, p, "2 ready nodes that fetched their payload", func(s state) bool {
 		return settled(2)(s) && meta.IsStatusConditionTrue(s.pool.Status.Conditions, nodepoolv1.ConditionReachedIgnitionEndpoint)
 	})

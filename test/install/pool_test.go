@@ -24,6 +24,8 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/sim/simtest"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -33,15 +35,15 @@ const timeout = 4 * time.Minute
 
 // newPool creates, in a fresh namespace, a Cluster with its control plane,
 // a machine template, a user config "chrony" and a NodePool of n machines
-// rolling one at a time.
-func newPool(t *testing.T, n int32) *nodepoolv1.NodePool {
+// rolling one at a time, whose machines take bootDelay to power on.
+func newPool(t *testing.T, n int32, bootDelay time.Duration) *nodepoolv1.NodePool {
 	t.Helper()
 	ctx := context.Background()
 	ns := env.NewNamespace(t)
 	if err := stack.CreateCluster(ctx, env.Client, ns, "c1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := stack.CreateTemplate(ctx, env.Client, ns, "small"); err != nil {
+	if err := simtest.CreateMachineTemplate(ctx, env.Client, ns, "small", simv1.SimMachineSpec{BootDelay: &metav1.Duration{Duration: bootDelay}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Create(ctx, stack.ConfigMap(ns, "chrony", stack.Chrony("time1.corp.example"))); err != nil {
@@ -151,12 +153,12 @@ func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 		s.nodes++
 		s.payloads[n.Labels[nodepoolv1.LabelPayload]]++
 	}
-	s.history = len(history(t, p))
+	s.history = len(revisions(t, p))
 	return s
 }
 
-// history is the pool's ControllerRevisions.
-func history(t *testing.T, p *nodepoolv1.NodePool) []appsv1.ControllerRevision {
+// revisions are the pool's ControllerRevisions.
+func revisions(t *testing.T, p *nodepoolv1.NodePool) []appsv1.ControllerRevision {
 	t.Helper()
 	list := &appsv1.ControllerRevisionList{}
 	if err := env.Client.List(context.Background(), list, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
