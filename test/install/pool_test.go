@@ -49,7 +49,17 @@ func newPool(t *testing.T, n int32, bootDelay time.Duration) *nodepoolv1.NodePoo
 	if err := env.Client.Create(ctx, stack.ConfigMap(ns, "chrony", stack.Chrony("time1.corp.example"))); err != nil {
 		t.Fatal(err)
 	}
-	p := &nodepoolv1.NodePool{
+	p := newPoolObject(ns, n)
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newPoolObject is the NodePool "workers" of n machines of cluster c1, with
+// the user config chrony and the machine template small.
+func newPoolObject(ns string, n int32) *nodepoolv1.NodePool {
+	return &nodepoolv1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
 		Spec: nodepoolv1.NodePoolSpec{
 			ClusterName:               "c1",
@@ -59,10 +69,6 @@ func newPool(t *testing.T, n int32, bootDelay time.Duration) *nodepoolv1.NodePoo
 			InfrastructureTemplateRef: stack.TemplateRef("small"),
 		},
 	}
-	if err := env.Client.Create(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // setChrony changes the pool's user config: an owner change, which rolls
