@@ -51,6 +51,11 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	defer func() {
+		if binary != "" {
+			_ = os.RemoveAll(filepath.Dir(binary))
+		}
+	}()
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "test/install:", err)
 		if env != nil {
@@ -63,7 +68,6 @@ func run(m *testing.M) int {
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 	}
-	_ = os.RemoveAll(filepath.Dir(binary))
 	return code
 }
 
@@ -76,11 +80,16 @@ func setup() error {
 	if shipped, err = kustomizeBuild(filepath.Join(root, "config", "default")); err != nil {
 		return err
 	}
-	if binary, err = buildBinary(root); err != nil {
-		return err
-	}
-	if env, err = harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}}); err != nil {
-		return err
+	// The binary builds while the control plane starts.
+	built := make(chan error, 1)
+	go func() {
+		var err error
+		binary, err = buildBinary(root)
+		built <- err
+	}()
+	env, err = harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
+	if buildErr := <-built; buildErr != nil || err != nil {
+		return errors.Join(buildErr, err)
 	}
 	for _, u := range shipped {
 		if err := apply(ctx, u); err != nil {

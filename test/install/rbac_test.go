@@ -12,12 +12,15 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // access is one request's verb and resource, as SelfSubjectAccessReview
@@ -178,4 +181,107 @@ func TestShippedRolesHaveNoWildcards(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAMissingRuleFails shows that the shipped RBAC is what the controller
+// runs with, and that a verb missing from it fails these tests: for each
+// case the shipped role loses one verb, a controller replica runs a pool,
+// and its refusal is seen (in its log, or in the pool's
+// ReconciliationActive condition), as the check every wait makes sees it.
+func TestAMissingRuleFails(t *testing.T) {
+	cases := []struct {
+		kind, resource, verb string
+	}{
+		{"ClusterRole", "secrets", "create"},             // the pool's user-data, token and payload
+		{"ClusterRole", "controllerrevisions", "create"}, // the rollout history
+		{"ClusterRole", "nodepools/status", "patch"},     // the pool's status
+		{"ClusterRole", "machinedeployments", "create"},  // the pool's machines
+		{"Role", "leases", "update"},                     // leader election
+	}
+	for _, c := range cases {
+		t.Run(c.kind+"-"+strings.ReplaceAll(c.resource, "/", "-")+"-"+c.verb, func(t *testing.T) {
+			strip(t, c.kind, c.resource, c.verb)
+			r := startReplica(t, controllerName, "controller-without-"+c.verb, runOptions{noWait: true})
+			r.expectRefusals()
+			p := newPool(t, 1, 0)
+			refusal := "cannot " + c.verb + " resource"
+			line := stackWait(t, "the controller to be refused "+c.verb+" on "+c.resource, func() string {
+				if line := r.log.find(refusal); strings.Contains(line, c.resource) {
+					return line
+				}
+				got := &nodepoolv1.NodePool{}
+				if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+					t.Fatal(err)
+				}
+				for _, cond := range got.Status.Conditions {
+					if cond.Type == nodepoolv1.ConditionReconciliationActive && strings.Contains(cond.Message, refusal) && strings.Contains(cond.Message, c.resource) {
+						return cond.Message
+					}
+				}
+				return ""
+			})
+			t.Logf("refused: %.300s", line)
+			if r.log.find(forbidden) == "" {
+				t.Errorf("the refusal is not in the log, where checkReplicas looks")
+			}
+		})
+	}
+}
+
+// strip replaces the shipped kind nodepool-controller with one whose rule
+// on resource lacks verb, until the test ends.
+func strip(t *testing.T, kind, resource, verb string) {
+	t.Helper()
+	var original *unstructured.Unstructured
+	for _, u := range shipped {
+		if u.GetKind() == kind && u.GetName() == controllerName {
+			original = u
+		}
+	}
+	if original == nil {
+		t.Fatalf("no shipped %s %s", kind, controllerName)
+	}
+	var role rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(original.Object, &role); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for i, rule := range role.Rules {
+		if slices.Contains(rule.Resources, resource) && slices.Contains(rule.Verbs, verb) {
+			if len(rule.Resources) > 1 {
+				// Split the rule so the other resources keep the verb.
+				rest := rule.DeepCopy()
+				rest.Resources = slices.DeleteFunc(slices.Clone(rule.Resources), func(r string) bool { return r == resource })
+				role.Rules = append(role.Rules, *rest)
+				rule.Resources = []string{resource}
+			}
+			rule.Verbs = slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == verb })
+			role.Rules[i] = rule
+			found = true
+		}
+	}
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return len(r.Verbs) == 0 })
+	if !found {
+		t.Fatalf("the shipped %s has no %s on %s", kind, verb, resource)
+	}
+	stripped := original.DeepCopy()
+	rules, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stripped.Object["rules"] = rules["rules"]
+	if err := apply(context.Background(), stripped); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := apply(context.Background(), original); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// stackWait polls read until it returns something, generously.
+func stackWait(t *testing.T, what string, read func() string) string {
+	t.Helper()
+	return stack.WaitFor(t, timeout, what, read, func(s string) bool { return s != "" }, func(string) string { return "nothing yet" })
 }

@@ -61,6 +61,8 @@ type replica struct {
 	mu       sync.Mutex
 	stopping bool
 	exitErr  error
+	// refusalsExpected: RBAC refusals in the log are the point of the test.
+	refusalsExpected bool
 }
 
 // portFlags names the flag that binds each container port, by Deployment
@@ -328,7 +330,10 @@ func (r *replica) problem() error {
 		}
 	default:
 	}
-	if line := r.log.find(forbidden); line != "" {
+	r.mu.Lock()
+	expected := r.refusalsExpected
+	r.mu.Unlock()
+	if line := r.log.find(forbidden); line != "" && !expected {
 		return fmt.Errorf("%s was refused by RBAC: %s", r.name, line)
 	}
 	return nil
@@ -344,6 +349,13 @@ func (r *replica) exited() (bool, error) {
 	default:
 		return false, nil
 	}
+}
+
+// expectRefusals accepts RBAC refusals in the log from now on.
+func (r *replica) expectRefusals() {
+	r.mu.Lock()
+	r.refusalsExpected = true
+	r.mu.Unlock()
 }
 
 // markStopped accepts that the process ended.
