@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -177,9 +178,15 @@ func revisions(t *testing.T, p *nodepoolv1.NodePool) []appsv1.ControllerRevision
 // replica exits or is refused by RBAC meanwhile.
 func waitFor(t *testing.T, p *nodepoolv1.NodePool, what string, cond func(state) bool) state {
 	t.Helper()
+	last := ""
 	return stack.WaitFor(t, timeout, what, func() state {
 		checkReplicas(t)
-		return observe(t, p)
+		s := observe(t, p)
+		if d := s.String(); d != last && os.Getenv("NODEPOOL_TEST_TRACE") != "" {
+			t.Logf("%s %s", time.Now().Format(time.StampMilli), d)
+			last = d
+		}
+		return s
 	}, cond, state.String)
 }
 

@@ -385,6 +385,7 @@ func (r *replica) stop() {
 	select {
 	case <-r.done:
 	case <-time.After(30 * time.Second):
+		fmt.Fprintf(os.Stderr, "%s did not stop within 30s of SIGTERM; killing it. Last lines:\n%s\n", r.name, r.log.tail(15))
 		_ = r.cmd.Process.Signal(syscall.SIGKILL)
 		<-r.done
 	}
