@@ -37,6 +37,9 @@ func NewCommand() *cobra.Command {
 		metricsAddr, probe   string
 		leaderElect          bool
 		leaderElectNamespace string
+		leaseDuration        time.Duration
+		renewDeadline        time.Duration
+		retryPeriod          time.Duration
 		concurrency          int
 		zapOpts              = zap.Options{}
 	)
@@ -75,6 +78,10 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 			if err := s.Validate(); err != nil {
 				return err
 			}
+			if leaderElect && !(retryPeriod > 0 && retryPeriod < renewDeadline && renewDeadline < leaseDuration) {
+				return fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",
+					retryPeriod, renewDeadline, leaseDuration)
+			}
 			cfg, err := config.GetConfig()
 			if err != nil {
 				return fmt.Errorf("reaching the API server: %w", err)
@@ -91,6 +98,13 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        "nodepool-controller.nodepool.dev",
 				LeaderElectionNamespace: leaderElectNamespace,
+				LeaseDuration:           &leaseDuration,
+				RenewDeadline:           &renewDeadline,
+				RetryPeriod:             &retryPeriod,
+				// A replica that stops (SIGTERM, a rolling update) hands the
+				// lease over at once instead of making the next one wait for
+				// it to expire; the process ends right after the manager.
+				LeaderElectionReleaseOnCancel: true,
 			})
 			if err != nil {
 				return fmt.Errorf("creating the manager: %w", err)
@@ -125,6 +139,9 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so replicas can run for availability")
 	f.StringVar(&s.PublishNamespace, "settings-namespace", settings.DefaultNamespace, "namespace of the ConfigMap "+settings.ConfigMapName+" where the controller publishes the settings kubectl nodepool plan, diff and rollout status read")
 	f.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
+	f.DurationVar(&leaseDuration, "leader-election-lease-duration", 15*time.Second, "how long replicas wait, after the leader last renewed its lease, before one takes over")
+	f.DurationVar(&renewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew its lease before it stops leading (and exits)")
+	f.DurationVar(&retryPeriod, "leader-election-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	fs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(fs)
 	f.AddGoFlagSet(fs)

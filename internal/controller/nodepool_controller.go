@@ -59,19 +59,32 @@ type Reconciler struct {
 	watchedTemplates sync.Map
 }
 
+// The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
+// more; test/install runs the binary bound by it and checks both. Workload
+// cluster Nodes and Secrets are read and written with the credentials of the
+// <cluster>-kubeconfig Secret (ClusterCache), not with this role, which has
+// nothing on Nodes. NodePools are updated only to add or remove the
+// finalizer; status is patched. Secrets and ConfigMaps are read in every
+// namespace: pools reference pull secrets and user configs in their own.
+//
 // +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools/status;nodepools/finalizers,verbs=get;update;patch
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools/status,verbs=patch
+// +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedeployments;machinesets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+//
+// Leader election, in the controller's namespace only (a Role): the Lease,
+// and the core Events announcing a new leader.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=nodepool-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=nodepool-system
 
 // Reconcile runs one reconcile of a pool as a short list of phases:
 // gather its inputs, observe what exists, ask the engine for a plan, record

@@ -53,13 +53,17 @@ var errPayloadTooLarge = fmt.Errorf("the payload is larger than %d bytes", maxPa
 // set of CAs keeps connections to the payload server alive.
 type fetcher struct {
 	timeout time.Duration
+	dial    func(ctx context.Context, network, address string) (net.Conn, error)
 
 	mu      sync.Mutex
 	clients map[string]*http.Client
 }
 
-func newFetcher(timeout time.Duration) *fetcher {
-	return &fetcher{timeout: timeout, clients: map[string]*http.Client{}}
+func newFetcher(timeout time.Duration, dial func(ctx context.Context, network, address string) (net.Conn, error)) *fetcher {
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	return &fetcher{timeout: timeout, dial: dial, clients: map[string]*http.Client{}}
 }
 
 // fetch returns the payload p points to. A non-200 answer is an *HTTPError;
@@ -111,7 +115,7 @@ func (f *fetcher) client(p *userdata.Pointer) *http.Client {
 		Transport: &http.Transport{
 			// A machine in the initramfs talks to the payload server directly.
 			Proxy:               nil,
-			DialContext:         (&net.Dialer{Timeout: f.timeout, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:         f.dial,
 			TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: p.CertPool()},
 			TLSHandshakeTimeout: f.timeout,
 			MaxIdleConnsPerHost: 16,

@@ -50,7 +50,7 @@ func tlsServer(t *testing.T, path string, h http.HandlerFunc) *userdata.Pointer 
 
 func TestFetch(t *testing.T) {
 	const payload = `{"ignition":{"version":"3.5.0"}}`
-	f := newFetcher(5 * time.Second)
+	f := newFetcher(5*time.Second, nil)
 	ctx := context.Background()
 
 	t.Run("sends the token, accepts gzip", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,11 @@ type Options struct {
 	UpdateDelay time.Duration
 	// FetchTimeout bounds one payload request (DefaultFetchTimeout).
 	FetchTimeout time.Duration
+	// DialPayloadServer opens the connections of payload fetches; nil dials
+	// the URL's host as it is. A test stands in with it for what a machine
+	// has and a test host lacks: cluster DNS and a Service in front of the
+	// payload server's replicas.
+	DialPayloadServer func(ctx context.Context, network, address string) (net.Conn, error)
 	// InitialRetryDelay and MaxRetryDelay shape the backoff of payload
 	// fetches (DefaultInitialRetryDelay, DefaultMaxRetryDelay: Ignition's).
 	InitialRetryDelay, MaxRetryDelay time.Duration
@@ -128,7 +134,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		client:    mgr.GetClient(),
 		workload:  opts.Workload,
 		recorder:  mgr.GetEventRecorder("sim-machine"),
-		fetcher:   newFetcher(opts.FetchTimeout),
+		fetcher:   newFetcher(opts.FetchTimeout, opts.DialPayloadServer),
 		backoff:   newBackoff(opts.InitialRetryDelay, opts.MaxRetryDelay),
 		bootDelay: opts.BootDelay,
 		now:       time.Now,

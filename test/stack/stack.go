@@ -171,19 +171,26 @@ func (s *Stack) startController(settings controller.Settings) (func(), error) {
 
 // startSim runs the sim provider in its own manager, as a provider runs.
 func (s *Stack) startSim() error {
+	return RunSim(s.Env, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second})
+}
+
+// RunSim runs the sim provider with opts in its own manager on env until
+// env stops; suites that start their own controller and payload server
+// (test/install) use it.
+func RunSim(env *harness.Env, opts sim.Options) error {
 	skip := true
-	mgr, err := ctrl.NewManager(s.Env.Config, ctrl.Options{
-		Scheme: s.Env.Scheme, Cache: sim.CacheOptions(),
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: env.Scheme, Cache: sim.CacheOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: &skip},
 	})
 	if err != nil {
 		return err
 	}
-	if err := sim.SetupWithManager(s.Env.Context(), mgr, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second}); err != nil {
+	if err := sim.SetupWithManager(env.Context(), mgr, opts); err != nil {
 		return err
 	}
-	s.Env.Run(mgr)
+	env.Run(mgr)
 	return nil
 }
 
