@@ -15,7 +15,7 @@ import (
 	"nodepool.dev/nodepool/internal/settings"
 )
 
-// +kubebuilder:rbac:groups="",namespace=nodepool-system,resources=configmaps,verbs=create;update;patch
+// +kubebuilder:rbac:groups="",namespace=nodepool-system,resources=configmaps,verbs=create;patch
 
 // publishSettings writes the settings `kubectl nodepool plan`, `diff` and
 // `rollout status` need to decide as the controller does into the

@@ -68,6 +68,9 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 		{"create", "infrastructure.sim.nodepool.dev", "simmachinetemplates", "", pool},
 		{"update", "coordination.k8s.io", "leases", "", systemNamespace},
 		{"create", "", "events", "", systemNamespace},
+		// The published settings, in its own namespace only.
+		{"patch", "", "configmaps", "", systemNamespace},
+		{"create", "", "configmaps", "", systemNamespace},
 	}
 	denied := []access{
 		// Machines are Cluster API's to create and delete.
@@ -88,7 +91,8 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 		// controller's own (create, patch, delete), never updated whole.
 		{"update", "", "secrets", "", pool},
 		{"create", "", "configmaps", "", pool},
-		{"patch", "", "configmaps", "", systemNamespace},
+		{"patch", "", "configmaps", "", pool},
+		{"update", "", "configmaps", "", systemNamespace},
 		{"delete", "", "configmaps", "", systemNamespace},
 		{"update", "apps", "controllerrevisions", "", pool},
 		// Leader election only in its own namespace.
