@@ -44,7 +44,7 @@ const (
 )
 
 // NodePoolSpec is the owner's intent for a pool of worker machines.
-// +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && has(self.autoScaling))",message="spec.replicas and spec.autoScaling are mutually exclusive: set replicas for a fixed size or autoScaling for a range, not both"
+// +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && has(self.autoScaling))",message="spec.replicas and spec.autoScaling are mutually exclusive: set replicas for a fixed size or autoScaling for a range, not both (an autoscaled pool cannot be scaled by hand, kubectl scale included: the cluster autoscaler sizes it within spec.autoScaling; change min and max, or remove spec.autoScaling and set spec.replicas)"
 // +kubebuilder:validation:XValidation:rule="has(self.replicas) || has(self.autoScaling)",message="set spec.replicas (a fixed size) or spec.autoScaling (min and max)"
 type NodePoolSpec struct {
 	// clusterName is the Cluster API Cluster, in the same namespace, that the
@@ -130,6 +130,15 @@ type NodePoolSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('8760h')",message="spec.nodeDrainTimeout must be a duration between 0s and 8760h (one year), such as 10m; 0s means no limit"
 	NodeDrainTimeout *metav1.Duration `json:"nodeDrainTimeout,omitempty"`
+
+	// nodeVolumeDetachTimeout bounds how long, after its node is drained,
+	// a machine waits for the node's volumes to detach before it is deleted
+	// anyway. Unset or 0s means no limit; at most 8760h (a year). Changing
+	// it never replaces a machine.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('8760h')",message="spec.nodeVolumeDetachTimeout must be a duration between 0s and 8760h (one year), such as 10m; 0s means no limit"
+	NodeVolumeDetachTimeout *metav1.Duration `json:"nodeVolumeDetachTimeout,omitempty"`
 
 	// management says how and when the pool's machines are updated.
 	// +optional
@@ -295,6 +304,42 @@ type Management struct {
 	// +optional
 	// +kubebuilder:default=OnNextRollout
 	ManagementUpdates ManagementUpdatePolicy `json:"managementUpdates,omitempty"`
+
+	// autoRepair, when set, makes the controller create and own a Cluster
+	// API MachineHealthCheck for the pool: a machine whose node does not
+	// start, or whose node is not Ready for too long, is deleted and
+	// replaced. Setting, changing or removing it never replaces a machine
+	// by itself; repairs are not rollouts. `autoRepair: {}` uses the
+	// defaults. The health check is paused while pausedUntil holds.
+	// +optional
+	AutoRepair *AutoRepair `json:"autoRepair,omitempty"`
+}
+
+// AutoRepair says when a machine of the pool is unhealthy and how many
+// may be repaired at once.
+type AutoRepair struct {
+	// nodeStartupTimeout is how long a new machine may take to get a Node
+	// before it is replaced. Default 20m; 0s turns the check off.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('8760h')",message="spec.management.autoRepair.nodeStartupTimeout must be a duration between 0s and 8760h (one year), such as 20m; 0s turns the check off"
+	NodeStartupTimeout *metav1.Duration `json:"nodeStartupTimeout,omitempty"`
+
+	// unhealthyTimeout is how long a node's Ready condition may be False or
+	// Unknown before its machine is replaced. Default 8m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="spec.management.autoRepair.unhealthyTimeout must be a duration between 1s and 8760h (one year), such as 8m"
+	UnhealthyTimeout *metav1.Duration `json:"unhealthyTimeout,omitempty"`
+
+	// maxUnhealthy guards against repairing a pool that is broken as a
+	// whole: while more machines than this are unhealthy, none is
+	// replaced. A number or a percentage of the pool's machines. Default 2.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : (self.matches('^[0-9]+%$') && int(self.substring(0, self.size() - 1)) <= 100)",message="spec.management.autoRepair.maxUnhealthy must be a non-negative number or a percentage from 0% to 100%, such as 2 or 40%"
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
 }
 
 // ReplaceStrategy configures how a Replace pool replaces machines.
@@ -364,6 +409,10 @@ type NodePoolStatus struct {
 	// "Version", "Config,Version" or empty.
 	// +optional
 	Updating string `json:"updating,omitempty"`
+	// selector is the label selector of the pool's Machines, in the string
+	// form of kubectl's -l (the scale subresource's selector).
+	// +optional
+	Selector string `json:"selector,omitempty"`
 	// conditions report the pool's state; see the Condition* constants.
 	// +optional
 	// +listType=map
@@ -407,6 +456,7 @@ type NodePayloadCount struct {
 // rollouts happen only on the owner's intent.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=np;nps,categories=cluster-api
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`,priority=1
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`

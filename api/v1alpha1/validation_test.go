@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,6 +60,7 @@ func full(ns, name string) *v1.NodePool {
 	p.Spec.NodeLabels = map[string]v1.LabelValue{"example.com/role": "worker", "tier": ""}
 	p.Spec.Taints = []v1.Taint{{Key: "example.com/dedicated", Value: "db", Effect: "NoSchedule"}}
 	p.Spec.NodeDrainTimeout = &metav1.Duration{Duration: 5 * time.Minute}
+	p.Spec.NodeVolumeDetachTimeout = &metav1.Duration{Duration: 2 * time.Minute}
 	p.Spec.Management = v1.Management{
 		UpgradeType: v1.UpgradeTypeReplace,
 		Replace: v1.ReplaceStrategy{
@@ -68,6 +71,11 @@ func full(ns, name string) *v1.NodePool {
 		RolloutAfter:      &metav1.Time{Time: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)},
 		PausedUntil:       "2026-12-01T02:00:00Z",
 		ManagementUpdates: v1.ManagementUpdatesNewNodes,
+		AutoRepair: &v1.AutoRepair{
+			NodeStartupTimeout: &metav1.Duration{Duration: 20 * time.Minute},
+			UnhealthyTimeout:   &metav1.Duration{Duration: 8 * time.Minute},
+			MaxUnhealthy:       ptr.To(intstr.FromString("40%")),
+		},
 	}
 	return p
 }
@@ -134,6 +142,29 @@ func TestInvalidNodePoolsAreRefusedWithActionableMessages(t *testing.T) {
 		}, "spec.nodeDrainTimeout must be a duration between 0s and 8760h"},
 		{"nodeDrainTimeout negative", func(p *v1.NodePool) { p.Spec.NodeDrainTimeout = &metav1.Duration{Duration: -time.Minute} },
 			"spec.nodeDrainTimeout must be a duration between 0s and 8760h"},
+		{"nodeVolumeDetachTimeout beyond a year", func(p *v1.NodePool) {
+			p.Spec.NodeVolumeDetachTimeout = &metav1.Duration{Duration: 9000 * time.Hour}
+		}, "spec.nodeVolumeDetachTimeout must be a duration between 0s and 8760h"},
+		{"nodeVolumeDetachTimeout negative", func(p *v1.NodePool) { p.Spec.NodeVolumeDetachTimeout = &metav1.Duration{Duration: -time.Second} },
+			"spec.nodeVolumeDetachTimeout must be a duration between 0s and 8760h"},
+		{"autoRepair nodeStartupTimeout negative", func(p *v1.NodePool) {
+			p.Spec.Management.AutoRepair = &v1.AutoRepair{NodeStartupTimeout: &metav1.Duration{Duration: -time.Minute}}
+		}, "spec.management.autoRepair.nodeStartupTimeout must be a duration between 0s and 8760h"},
+		{"autoRepair unhealthyTimeout 0s", func(p *v1.NodePool) {
+			p.Spec.Management.AutoRepair = &v1.AutoRepair{UnhealthyTimeout: &metav1.Duration{}}
+		}, "spec.management.autoRepair.unhealthyTimeout must be a duration between 1s and 8760h"},
+		{"autoRepair unhealthyTimeout beyond a year", func(p *v1.NodePool) {
+			p.Spec.Management.AutoRepair = &v1.AutoRepair{UnhealthyTimeout: &metav1.Duration{Duration: 9000 * time.Hour}}
+		}, "spec.management.autoRepair.unhealthyTimeout must be a duration between 1s and 8760h"},
+		{"autoRepair maxUnhealthy negative", func(p *v1.NodePool) {
+			p.Spec.Management.AutoRepair = &v1.AutoRepair{MaxUnhealthy: ptr.To(intstr.FromInt32(-1))}
+		}, "spec.management.autoRepair.maxUnhealthy must be a non-negative number or a percentage from 0% to 100%"},
+		{"autoRepair maxUnhealthy above 100%", func(p *v1.NodePool) {
+			p.Spec.Management.AutoRepair = &v1.AutoRepair{MaxUnhealthy: ptr.To(intstr.FromString("150%"))}
+		}, "spec.management.autoRepair.maxUnhealthy must be a non-negative number or a percentage from 0% to 100%"},
+		{"autoRepair maxUnhealthy a word", func(p *v1.NodePool) {
+			p.Spec.Management.AutoRepair = &v1.AutoRepair{MaxUnhealthy: ptr.To(intstr.FromString("some"))}
+		}, "spec.management.autoRepair.maxUnhealthy must be a non-negative number or a percentage"},
 		{"a reserved node label: the payload", func(p *v1.NodePool) { p.Spec.NodeLabels = map[string]v1.LabelValue{"nodepool.dev/payload": "fake"} },
 			"spec.nodeLabels: keys under nodepool.dev/ are reserved"},
 		{"a reserved node label: the pool", func(p *v1.NodePool) { p.Spec.NodeLabels = map[string]v1.LabelValue{"nodepool.dev/pool": "other"} },
@@ -224,5 +255,48 @@ func TestImmutableFieldsCannotChange(t *testing.T) {
 				t.Fatalf("a mutable field could not change: %v", err)
 			}
 		})
+	}
+}
+
+// kubectl scale goes through the scale subresource: it sets spec.replicas
+// of a fixed-size pool, and an autoscaled pool refuses it with a message
+// that says why and what to do instead.
+func TestScaleSubresourceScalesFixedPoolsAndRefusesAutoscaledOnes(t *testing.T) {
+	ns := env.NewNamespace(t)
+	ctx := context.Background()
+	fixed := minimal(ns, "fixed")
+	if err := env.Client.Create(ctx, fixed); err != nil {
+		t.Fatal(err)
+	}
+	sc := &autoscalingv1.Scale{}
+	if err := env.Client.SubResource("scale").Get(ctx, fixed, sc); err != nil {
+		t.Fatalf("reading the scale of a NodePool: %v", err)
+	}
+	if sc.Spec.Replicas != 3 {
+		t.Errorf("scale spec.replicas = %d, want 3", sc.Spec.Replicas)
+	}
+	sc.Spec.Replicas = 5
+	if err := env.Client.SubResource("scale").Update(ctx, fixed, client.WithSubResourceBody(sc)); err != nil {
+		t.Fatalf("scaling a fixed-size pool: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(fixed), fixed); err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(fixed.Spec.Replicas, -1); got != 5 {
+		t.Errorf("after scaling to 5, spec.replicas = %d", got)
+	}
+
+	auto := minimal(ns, "auto")
+	auto.Spec.Replicas, auto.Spec.AutoScaling = nil, &v1.AutoScaling{Min: 1, Max: 4}
+	if err := env.Client.Create(ctx, auto); err != nil {
+		t.Fatal(err)
+	}
+	// kubectl scale patches the scale (an autoscaled pool has no
+	// spec.replicas, so the API server cannot read its scale).
+	err := env.Client.SubResource("scale").Patch(ctx, auto, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`)),
+		client.WithSubResourceBody(&autoscalingv1.Scale{}))
+	const want = "spec.replicas and spec.autoScaling are mutually exclusive"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "kubectl scale included") {
+		t.Fatalf("scaling an autoscaled pool: got %v, want a refusal containing %q that names kubectl scale", err, want)
 	}
 }

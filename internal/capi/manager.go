@@ -20,6 +20,7 @@ import (
 	clusterreconciler "sigs.k8s.io/cluster-api/core/reconcilers/cluster"
 	machinereconciler "sigs.k8s.io/cluster-api/core/reconcilers/machine"
 	mdreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	mhcreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
 	msreconciler "sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	"sigs.k8s.io/cluster-api/core/setup"
 	"sigs.k8s.io/cluster-api/feature"
@@ -59,8 +60,8 @@ func DisableRateLimiting() error {
 }
 
 // NewManager returns a manager running the Cluster API core controllers
-// (Cluster, Machine, MachineSet, MachineDeployment) and the ClusterCache,
-// wired as Cluster API's own main does. Start it with mgr.Start.
+// (Cluster, Machine, MachineSet, MachineDeployment, MachineHealthCheck) and
+// the ClusterCache, wired as Cluster API's own main does. Start it with mgr.Start.
 func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Manager, error) {
 	scheme := opts.Scheme
 	if scheme == nil {
@@ -130,6 +131,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		Client: c, APIReader: apiReader,
 	}).SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
 		return nil, fmt.Errorf("setting up the MachineDeployment reconciler: %w", err)
+	}
+	if err := (&mhcreconciler.Reconciler{
+		Client: c, ClusterCache: clusterCache,
+	}).SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
+		return nil, fmt.Errorf("setting up the MachineHealthCheck reconciler: %w", err)
 	}
 	return mgr, nil
 }

@@ -27,6 +27,12 @@ func inPlaceChanges(live, pool *nodepoolv1.NodePool) []string {
 	if !equality.Semantic.DeepEqual(a.NodeDrainTimeout, b.NodeDrainTimeout) {
 		out = append(out, "nodeDrainTimeout")
 	}
+	if !equality.Semantic.DeepEqual(a.NodeVolumeDetachTimeout, b.NodeVolumeDetachTimeout) {
+		out = append(out, "nodeVolumeDetachTimeout")
+	}
+	if !equality.Semantic.DeepEqual(a.Management.AutoRepair, b.Management.AutoRepair) {
+		out = append(out, "autoRepair "+autoRepair(a)+"→"+autoRepair(b))
+	}
 	if !equality.Semantic.DeepEqual(a.Replicas, b.Replicas) || !equality.Semantic.DeepEqual(a.AutoScaling, b.AutoScaling) {
 		out = append(out, "replicas "+size(a)+"→"+size(b))
 	}
@@ -37,6 +43,13 @@ func inPlaceChanges(live, pool *nodepoolv1.NodePool) []string {
 		out = append(out, "managementUpdates "+string(a.Management.ManagementUpdates)+"→"+string(b.Management.ManagementUpdates))
 	}
 	return out
+}
+
+func autoRepair(s *nodepoolv1.NodePoolSpec) string {
+	if s.Management.AutoRepair == nil {
+		return "off"
+	}
+	return "on"
 }
 
 func size(s *nodepoolv1.NodePoolSpec) string {

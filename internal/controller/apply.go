@@ -27,7 +27,8 @@ import (
 
 // apply carries out a plan, in an order that never leaves a reference
 // dangling: payloads, then tokens, then new user-data, then the template
-// clone, then the MachineDeployment, then rewrites of existing user-data;
+// clone, then the MachineDeployment (or MachineSet) and its
+// MachineHealthCheck, then rewrites of existing user-data;
 // deletions last. The rollout's history record is written before (see
 // Reconcile).
 // templateName is the clone name of the current inputs' template, computed
@@ -81,6 +82,9 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 			return err
 		}
 	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.MachineDeployment); err != nil {
+		return err
+	}
+	if err := r.applyHealthCheck(ctx, pool); err != nil {
 		return err
 	}
 	for _, a := range plan.UserData {
@@ -288,7 +292,7 @@ func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv
 	if equality.Semantic.DeepEqual(md, w.md) {
 		return nil
 	}
-	if err := r.Client.Patch(ctx, md, client.MergeFrom(w.md)); err != nil {
+	if err := r.Client.Patch(ctx, md, patchFrom(pool, w.md, w.md.Spec.Replicas, md.Spec.Replicas)); err != nil {
 		return fmt.Errorf("patching MachineDeployment: %w", err)
 	}
 	return nil

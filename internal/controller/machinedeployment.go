@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -19,7 +20,7 @@ import (
 // every default Cluster API's webhook would set (no webhook runs for us, so
 // nothing else defaults it). The template's dataSecretName, version and
 // infrastructure reference change only with target; replicas, autoscaler
-// bounds, strategy and drain timeout follow the spec in place.
+// bounds, strategy and the deletion timeouts follow the spec in place.
 func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
 	labels := map[string]string{
 		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
@@ -84,18 +85,38 @@ func desiredReplicas(annotations map[string]string, current *int32, pool *nodepo
 	return ptr.To(poolmath.DesiredReplicas(&pool.Spec, current))
 }
 
-// desiredMachineSpec sets the machine template: cluster, drain timeout,
+// patchFrom is the patch of the pool's MachineDeployment or MachineSet
+// from what was read. The autoscaler owns an autoscaled pool's count: when
+// the controller changes it (a clamp into new bounds), the patch is
+// optimistically locked, so a count the autoscaler wrote after the cached
+// read is never overwritten from a stale one (the conflict is retried on a
+// fresh read).
+func patchFrom(pool *nodepoolv1.NodePool, old client.Object, oldReplicas, newReplicas *int32) client.Patch {
+	if pool.Spec.AutoScaling != nil && ptr.Deref(oldReplicas, -1) != ptr.Deref(newReplicas, -1) {
+		return client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})
+	}
+	return client.MergeFrom(old)
+}
+
+// timeoutSeconds is a deletion timeout of the machine template: nil (no
+// limit) for unset or 0s. The API bounds it to a year; it is clamped
+// anyway, so an object stored before that rule can never overflow the
+// field.
+func timeoutSeconds(d *metav1.Duration) *int32 {
+	if d == nil || d.Duration <= 0 {
+		return nil
+	}
+	return ptr.To(int32(min(d.Seconds(), math.MaxInt32)))
+}
+
+// desiredMachineSpec sets the machine template: cluster, deletion timeouts
+// (drain, volume detach; Cluster API does not roll machines for them),
 // and, when there is a target, its bootstrap data, version and
 // infrastructure template clone.
 func desiredMachineSpec(spec *clusterv1.MachineSpec, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
 	spec.ClusterName = pool.Spec.ClusterName
-	if d := pool.Spec.NodeDrainTimeout; d != nil && d.Duration > 0 {
-		// The API bounds it to a year; clamp anyway, so an object stored
-		// before that rule can never overflow the field.
-		spec.Deletion.NodeDrainTimeoutSeconds = ptr.To(int32(min(d.Seconds(), math.MaxInt32)))
-	} else {
-		spec.Deletion.NodeDrainTimeoutSeconds = nil
-	}
+	spec.Deletion.NodeDrainTimeoutSeconds = timeoutSeconds(pool.Spec.NodeDrainTimeout)
+	spec.Deletion.NodeVolumeDetachTimeoutSeconds = timeoutSeconds(pool.Spec.NodeVolumeDetachTimeout)
 	if target == nil {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -70,7 +69,7 @@ func (r *Reconciler) applyMachineSet(ctx context.Context, pool *nodepoolv1.NodeP
 	if equality.Semantic.DeepEqual(ms, w.ms) {
 		return nil
 	}
-	if err := r.Client.Patch(ctx, ms, client.MergeFrom(w.ms)); err != nil {
+	if err := r.Client.Patch(ctx, ms, patchFrom(pool, w.ms, w.ms.Spec.Replicas, ms.Spec.Replicas)); err != nil {
 		return fmt.Errorf("patching MachineSet: %w", err)
 	}
 	return nil

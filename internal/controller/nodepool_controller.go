@@ -256,6 +256,7 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 		}
 	}
 	conditions := []metav1.Condition{active}
+	st.Selector = poolSelector(pool)
 	if plan := rc.plan; plan != nil {
 		st.ObservedGeneration = pool.Generation
 		st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
@@ -291,9 +292,14 @@ func (r *Reconciler) patchPool(ctx context.Context, before, after *nodepoolv1.No
 	return nil
 }
 
-// reconcileDelete deletes the MachineDeployment, waits for the machines to
-// go, then lets garbage collection take the owned Secrets and templates.
+// reconcileDelete deletes the MachineHealthCheck and the MachineDeployment,
+// waits for the machines to go, then lets garbage collection take the
+// owned Secrets and templates.
 func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodePool) (ctrl.Result, error) {
+	// The health check goes first: it must not repair machines being deleted.
+	if err := r.applyHealthCheck(ctx, pool); err != nil {
+		return ctrl.Result{}, err
+	}
 	// Both kinds are looked for: a pool's upgradeType is immutable, but a
 	// MachineSet or MachineDeployment left by an earlier version is not.
 	for _, owned := range []client.Object{&clusterv1.MachineDeployment{}, &clusterv1.MachineSet{}} {
@@ -352,6 +358,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		WithOptions(opts).
 		For(&nodepoolv1.NodePool{}).
 		Owns(&clusterv1.MachineDeployment{}).
+		Owns(&clusterv1.MachineHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).

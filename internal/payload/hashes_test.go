@@ -109,6 +109,12 @@ func TestClassification(t *testing.T) {
 		{"taints", func(w *inputstest.World) { w.Pool.Spec.Taints = nil }, none, ""},
 		{"replicas", func(w *inputstest.World) { w.Pool.Spec.Replicas = ptr.To[int32](10) }, none, ""},
 		{"drain timeout", func(w *inputstest.World) { w.Pool.Spec.NodeDrainTimeout = &metav1.Duration{Duration: time.Minute} }, none, ""},
+		{"volume detach timeout", func(w *inputstest.World) {
+			w.Pool.Spec.NodeVolumeDetachTimeout = &metav1.Duration{Duration: time.Minute}
+		}, none, ""},
+		{"auto repair", func(w *inputstest.World) {
+			w.Pool.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{UnhealthyTimeout: &metav1.Duration{Duration: time.Minute}}
+		}, none, ""},
 		{"management policy", func(w *inputstest.World) {
 			w.Pool.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesNewNodes
 			w.Pool.Spec.Management.PausedUntil = "true"

@@ -171,5 +171,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := controlPlanes.setupWithManager(mgr, opts.Concurrency); err != nil {
 		return fmt.Errorf("setting up the SimControlPlane controller: %w", err)
 	}
+	if err := (&clusterReconciler{client: mgr.GetClient()}).setupWithManager(mgr, opts.Concurrency); err != nil {
+		return fmt.Errorf("setting up the SimCluster controller: %w", err)
+	}
 	return nil
 }

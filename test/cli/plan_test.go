@@ -102,6 +102,16 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			},
 		},
 		{
+			name: "deletion timeouts and auto repair change", want: cli.PlanNone,
+			inPlace: []string{"nodeDrainTimeout", "nodeVolumeDetachTimeout", "autoRepair off→on"},
+			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
+				p.Spec.NodeDrainTimeout = &metav1.Duration{Duration: 10 * time.Minute}
+				p.Spec.NodeVolumeDetachTimeout = &metav1.Duration{Duration: 5 * time.Minute}
+				p.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
+				return []client.Object{p}
+			},
+		},
+		{
 			name: "the pool scales up", want: cli.PlanNone, inPlace: []string{"replicas 2→3"},
 			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
 				p.Spec.Replicas = ptr.To[int32](3)

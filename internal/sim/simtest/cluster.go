@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -18,13 +19,20 @@ import (
 const Version = "v1.36.3"
 
 // CreateCluster creates a Cluster whose hosted control plane is a
-// SimControlPlane of the same name: the sim provider writes its
-// <cluster>-kubeconfig Secret and reports it initialised. The network is
+// SimControlPlane of the same name, and whose infrastructure is a
+// SimCluster of the same name: the sim provider writes its
+// <cluster>-kubeconfig Secret and reports both ready (Cluster API's
+// MachineHealthChecks evaluate machines only once the infrastructure is). The network is
 // 10.128.0.0/14 for pods and 172.30.0.0/16 for services.
 func CreateCluster(ctx context.Context, c client.Client, namespace, name string) (*clusterv1.Cluster, error) {
 	cp := &simv1.SimControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	if err := c.Create(ctx, cp); err != nil {
 		return nil, fmt.Errorf("creating SimControlPlane %s/%s: %w", namespace, name, err)
+	}
+	infra := &simv1.SimCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	// It has no state: one left by an interrupted run is as good as new.
+	if err := c.Create(ctx, infra); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating SimCluster %s/%s: %w", namespace, name, err)
 	}
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
@@ -36,6 +44,9 @@ func CreateCluster(ctx context.Context, c client.Client, namespace, name string)
 			ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "api." + name + ".example.test", Port: 6443},
 			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimControlPlane, Name: name,
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimCluster, Name: name,
 			},
 		},
 	}

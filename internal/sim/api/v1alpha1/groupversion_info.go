@@ -26,4 +26,5 @@ const (
 	KindSimMachine         = "SimMachine"
 	KindSimMachineTemplate = "SimMachineTemplate"
 	KindSimControlPlane    = "SimControlPlane"
+	KindSimCluster         = "SimCluster"
 )
