@@ -40,7 +40,8 @@ func TestReferences(t *testing.T) {
 		want bool
 	}{
 		{w.UserConfigs[0], true}, {w.UserConfigs[1], true}, {w.TrustBundle, true}, {w.PullSecret, true},
-		{other, false}, {elsewhere, false}, {w.Management, false}, {w.Cluster, false},
+		{w.Cluster, true}, {w.Template, true},
+		{other, false}, {elsewhere, false}, {w.Management, false},
 	} {
 		if got := inputs.References(w.Pool, c.obj); got != c.want {
 			t.Errorf("References(%s %s/%s) = %v, want %v", c.obj.GetObjectKind().GroupVersionKind().Kind, c.obj.GetNamespace(), c.obj.GetName(), got, c.want)
