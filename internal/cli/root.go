@@ -12,6 +12,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"nodepool.dev/nodepool/internal/version"
 )
 
 // Options are the flags and streams every command shares.
@@ -140,7 +142,7 @@ them (pause, resume).`,
 		newResumeCommand(o),
 		newApplyPendingCommand(o),
 	)
-	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), newFleetCommand(o))
+	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), newFleetCommand(o), version.NewCommand())
 	return cmd
 }
 
