@@ -112,8 +112,16 @@ func (d *devUp) output() string {
 // startDevUp starts the binary and waits for its "ready" line.
 func startDevUp(t *testing.T, dir, bin string, args []string) *devUp {
 	t.Helper()
+	return startDevUpWithEnv(t, dir, bin, args, nil)
+}
+
+// startDevUpWithEnv is startDevUp with the child's environment env (nil:
+// the test's).
+func startDevUpWithEnv(t *testing.T, dir, bin string, args, env []string) *devUp {
+	t.Helper()
 	d := &devUp{cmd: exec.Command(bin, args...), done: make(chan error, 1)}
 	d.cmd.Dir = dir
+	d.cmd.Env = env
 	for i, a := range args {
 		if a == "--data-dir" {
 			d.dataDir = args[i+1]
