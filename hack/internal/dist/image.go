@@ -49,14 +49,14 @@ func (s Stamp) Labels() map[string]string {
 	}
 }
 
-// file is one entry of a layer.
+// file is one entry of a layer: a folder, contents, or the file at path.
 type file struct {
 	name     string
 	mode     int64
-	uid      int
+	uid      int // and gid
 	dir      bool
-	contents []byte // or
-	path     string // read from disk
+	contents []byte
+	path     string
 }
 
 // baseFiles are the whole base of the image (it starts from scratch): the
