@@ -12,6 +12,21 @@ TEST_TIMEOUT ?= 25m
 # Flags of the payload-server benchmark (go run ./hack/bench/payloadserver -h).
 PAYLOAD_BENCHFLAGS ?=
 
+# What a build says it is (`nodepool version`, the image labels) and where
+# its image goes. make release needs a semver VERSION: make release VERSION=v0.1.0.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_REPO ?= ghcr.io/nodepool-dev/nodepool
+SOURCE_URL ?= https://github.com/nodepool-dev/nodepool
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
+DIST ?= $(ROOT)/dist
+# The commit's time is the image's and the archives': one commit, one digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+LDFLAGS := -X nodepool.dev/nodepool/internal/version.version=$(VERSION) -X nodepool.dev/nodepool/internal/version.revision=$(REVISION)
+DIST_FLAGS = --version $(VERSION) --revision $(REVISION) --repository $(IMAGE_REPO) --source $(SOURCE_URL) \
+	--platforms $(IMAGE_PLATFORMS) --out $(DIST)
+
 .PHONY: all
 all: build
 
@@ -44,8 +59,16 @@ control-plane: ## Build kube-apiserver and etcd for tests into bin/k8s/ (once).
 
 .PHONY: build
 build: ## Build the nodepool binary and the kubectl plugin (the same program) into bin/.
-	go build -o $(BIN)/nodepool ./cmd/nodepool
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/nodepool ./cmd/nodepool
 	ln -sf nodepool $(BIN)/kubectl-nodepool
+
+.PHONY: image
+image: ## Build the OCI image offline (no Docker) into dist/: image/ (OCI layout) and a docker tarball per platform.
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/image $(DIST_FLAGS)
+
+.PHONY: release
+release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.yaml pinned by digest, image, plugin archives, krew manifest, checksums.
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release $(DIST_FLAGS) --plugin-platforms $(PLUGIN_PLATFORMS)
 
 .PHONY: test
 test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API server (builds what it needs).

@@ -11,15 +11,20 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"nodepool.dev/nodepool/internal/cli"
 	"nodepool.dev/nodepool/internal/controller"
 	"nodepool.dev/nodepool/internal/devenv"
 	"nodepool.dev/nodepool/internal/payloadserver"
 	"nodepool.dev/nodepool/internal/sim"
+	"nodepool.dev/nodepool/internal/version"
 )
 
 func main() {
+	// nodepool_build_info on the controller's /metrics (the payload server
+	// registers it on its own registry).
+	ctrlmetrics.Registry.MustRegister(version.NewCollector())
 	if isPlugin(os.Args[0]) {
 		cli.Main()
 	}
@@ -41,6 +46,7 @@ func newRootCommand() *cobra.Command {
 		payloadserver.NewCommand(),
 		sim.NewCommand(),
 		devenv.NewCommand(),
+		version.NewCommand(),
 	)
 	return root
 }

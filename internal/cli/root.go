@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodepool.dev/nodepool/internal/settings"
+	"nodepool.dev/nodepool/internal/version"
 )
 
 // Options are the flags and streams every command shares.
@@ -144,7 +145,7 @@ them (pause, resume).`,
 		newResumeCommand(o),
 		newApplyPendingCommand(o),
 	)
-	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), newFleetCommand(o))
+	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), newFleetCommand(o), version.NewCommand())
 	return cmd
 }
 

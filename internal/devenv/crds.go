@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
+	"path"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -16,40 +16,34 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"nodepool.dev/nodepool/config"
 	"nodepool.dev/nodepool/internal/capi"
 )
 
-// crdDirs are the folders of nodepool's and the sim provider's CRDs, under
-// the repository root.
-var crdDirs = []string{
-	filepath.Join("config", "crd", "bases"),
-	filepath.Join("config", "sim", "crd", "bases"),
-}
-
-// installCRDs creates or updates the CRDs of Cluster API core (embedded),
-// nodepool and the sim provider (read from the checkout at root), and waits
-// until each is established.
-func installCRDs(ctx context.Context, cfg *rest.Config, root string) error {
+// installCRDs creates or updates the CRDs of Cluster API core, nodepool
+// and the sim provider, all embedded in the binary, and waits until each is
+// established.
+func installCRDs(ctx context.Context, cfg *rest.Config) error {
 	crds, err := capi.CRDs()
 	if err != nil {
 		return err
 	}
-	for _, dir := range crdDirs {
-		files, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
+	for _, dir := range config.CRDDirs {
+		files, err := fs.Glob(config.CRDs, path.Join(dir, "*.yaml"))
 		if err != nil {
 			return err
 		}
 		if len(files) == 0 {
-			return fmt.Errorf("no CRDs in %s: run from a nodepool checkout (`make generate` writes them)", filepath.Join(root, dir))
+			return fmt.Errorf("no CRDs embedded from config/%s: the binary was built without them", dir)
 		}
 		for _, f := range files {
-			b, err := os.ReadFile(f)
+			b, err := fs.ReadFile(config.CRDs, f)
 			if err != nil {
 				return err
 			}
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := yaml.UnmarshalStrict(bytes.TrimSpace(b), crd); err != nil {
-				return fmt.Errorf("parsing the CRD %s: %w", f, err)
+				return fmt.Errorf("parsing the CRD config/%s: %w", f, err)
 			}
 			crds = append(crds, crd)
 		}

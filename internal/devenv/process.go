@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -25,8 +27,8 @@ type process struct {
 // startProcess starts path with args, output appended to logPath, and
 // records its pid in pidPath. The child runs in its own process group, so a
 // Ctrl-C in the terminal reaches only nodepool, which stops its controllers
-// before the API server and etcd; on Linux the kernel also sends it SIGTERM
-// if nodepool dies, and stopStale catches what that misses.
+// before the API server and etcd; on Linux the kernel also kills it if
+// nodepool dies (even by SIGKILL), and stopStale catches what that misses.
 func startProcess(name, path string, args []string, logPath, pidPath string) (*process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -36,7 +38,7 @@ func startProcess(name, path string, args []string, logPath, pidPath string) (*p
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = childProcAttr()
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, path, err)
 	}
@@ -51,6 +53,38 @@ func startProcess(name, path string, args []string, logPath, pidPath string) (*p
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// spawnRequest asks the spawner to start cmd.
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan<- error
+}
+
+// spawner starts every child from one goroutine locked to its OS thread
+// for the life of the process. On Linux the parent-death signal of a child
+// (childProcAttr) fires when the thread that started it exits, not the
+// process, and the Go runtime ends a thread when a goroutine locked to it
+// returns; started from a thread that never exits, the signal means
+// "nodepool died".
+var spawner = sync.OnceValue(func() chan<- spawnRequest {
+	requests := make(chan spawnRequest)
+	go func() {
+		// Never unlocked: the goroutine and its thread live as long as
+		// the process.
+		runtime.LockOSThread()
+		for r := range requests {
+			r.done <- r.cmd.Start()
+		}
+	}()
+	return requests
+})
+
+// spawn starts cmd from the spawner's thread.
+func spawn(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	spawner() <- spawnRequest{cmd: cmd, done: done}
+	return <-done
 }
 
 // exited reports whether the process has ended, and why.

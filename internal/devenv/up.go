@@ -156,11 +156,6 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (retErr error) {
 			return err
 		}
 	}
-	root, err := k8sbin.RepoRoot()
-	if err != nil {
-		return fmt.Errorf("finding the CRDs: %w", err)
-	}
-
 	e.cp, err = startControlPlane(ctx, controlPlaneOptions{
 		out: out, binDir: binDir, dataDir: dataDir,
 		apiServerPort: o.APIServerPort, etcdPort: o.EtcdPort, etcdPeerPort: o.EtcdPeerPort,
@@ -186,7 +181,7 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (retErr error) {
 			return err
 		}
 	}
-	if err := installCRDs(ctx, e.cp.config, root); err != nil {
+	if err := installCRDs(ctx, e.cp.config); err != nil {
 		return fmt.Errorf("installing the CRDs of Cluster API, nodepool and the sim provider: %w", err)
 	}
 	if e.client, err = client.New(e.cp.config, client.Options{Scheme: scheme}); err != nil {

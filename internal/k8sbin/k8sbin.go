@@ -50,7 +50,7 @@ func Dir(progress *os.File) (string, error) {
 	}
 	root, err := RepoRoot()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("finding kube-apiserver and etcd: set %s (or pass --assets-dir) to a folder holding both, or run from a nodepool checkout, which builds them: %w", Env, err)
 	}
 	cmd := exec.Command("bash", filepath.Join(root, buildScript))
 	if progress != nil {

@@ -2,9 +2,11 @@ package payloadserver
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +58,16 @@ func TestCommandServesUntilCancelled(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
+	// The build it runs, beside its own metrics.
+	resp, err := http.Get("http://" + probe + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !strings.Contains(string(metrics), "nodepool_build_info{goversion=") {
+		t.Errorf("/metrics has no nodepool_build_info:\n%s", metrics)
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodepool.dev/nodepool/internal/secrets"
+	"nodepool.dev/nodepool/internal/version"
 )
 
 // Defaults of Options.
@@ -74,7 +75,7 @@ type Options struct {
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	MaxHeaderBytes                                            int
 	// Registry receives the metrics; nil makes a new one with the Go and
-	// process collectors.
+	// process collectors and nodepool_build_info.
 	Registry *prometheus.Registry
 	// Logger; the zero value discards.
 	Logger logr.Logger
@@ -199,7 +200,7 @@ func New(opts Options) (*Server, error) {
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.NewCollector())
 	}
 	s.cache, s.registry = c, reg
 	if metrics, err = NewMetrics(reg, s.index); err != nil {

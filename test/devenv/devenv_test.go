@@ -1,6 +1,7 @@
 // Package devenv tests `nodepool dev up` as a person runs it: the built
 // binary as a subprocess on free ports, the samples of config/samples applied
-// with a client, a clean stop on SIGINT and a resume on the same data dir.
+// with a client, a clean stop on SIGINT and a resume on the same data dir;
+// run from a directory outside the checkout, and killed with SIGKILL.
 package devenv
 
 import (
@@ -60,14 +61,8 @@ func TestDevUpRunsTheSamplePoolAndResumesAfterAStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "nodepool")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/nodepool")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/nodepool: %v\n%s", err, out)
-	}
-	dataDir := filepath.Join(tmp, "data")
+	bin := buildNodepool(t, root)
+	dataDir := filepath.Join(t.TempDir(), "data")
 	ports := freePorts(t, 4)
 	args := []string{"dev", "up", "--data-dir", dataDir, "--assets-dir", assets,
 		"--apiserver-port", ports[0], "--etcd-port", ports[1], "--etcd-peer-port", ports[2], "--payload-server-port", ports[3],
@@ -112,8 +107,16 @@ func (d *devUp) output() string {
 // startDevUp starts the binary and waits for its "ready" line.
 func startDevUp(t *testing.T, dir, bin string, args []string) *devUp {
 	t.Helper()
+	return startDevUpWithEnv(t, dir, bin, args, nil)
+}
+
+// startDevUpWithEnv is startDevUp with the child's environment env (nil:
+// the test's).
+func startDevUpWithEnv(t *testing.T, dir, bin string, args, env []string) *devUp {
+	t.Helper()
 	d := &devUp{cmd: exec.Command(bin, args...), done: make(chan error, 1)}
 	d.cmd.Dir = dir
+	d.cmd.Env = env
 	for i, a := range args {
 		if a == "--data-dir" {
 			d.dataDir = args[i+1]

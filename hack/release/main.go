@@ -1,0 +1,67 @@
+// Command release writes a nodepool release into one folder (`make release
+// VERSION=v0.1.0` runs it):
+//
+//	nodepool.yaml                  config/default, the image pinned by digest
+//	nodepool-cert-manager.yaml     config/cert-manager, the same plus the payload server's certificate
+//	nodepool-image.oci.tar         the image (an OCI layout: skopeo copy oci-archive:, podman load)
+//	nodepool-image-linux-*.tar     the image per platform (docker load, kind load image-archive)
+//	kubectl-nodepool_*_*.tar.gz    the kubectl plugin for linux and darwin, amd64 and arm64
+//	krew/nodepool.yaml             the krew plugin manifest of those archives
+//	checksums.txt                  SHA-256 of all of the above (sha256sum -c checksums.txt)
+//
+// Kustomize runs as a library (sigs.k8s.io/kustomize/api/krusty), the image
+// is built with go-containerregistry: nothing is downloaded but Go modules.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"nodepool.dev/nodepool/hack/internal/dist"
+)
+
+func main() {
+	var o dist.ReleaseOptions
+	im := &o.Image
+	flag.StringVar(&im.Root, "root", ".", "the nodepool checkout")
+	flag.StringVar(&im.Out, "out", "dist", "where the release goes")
+	flag.StringVar(&im.Repository, "repository", "ghcr.io/nodepool-dev/nodepool", "the image's repository, which the manifests pin by digest")
+	flag.StringVar(&im.Stamp.Version, "version", "", "the release, such as v0.1.0 (required)")
+	flag.StringVar(&im.Stamp.Revision, "revision", "unknown", "the source revision")
+	flag.StringVar(&im.Stamp.Source, "source", "https://github.com/nodepool-dev/nodepool", "the source repository")
+	flag.StringVar(&o.DownloadURL, "download-url", "", "where the assets are published, for the krew manifest (default <source>/releases/download/<version>)")
+	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "the image's platforms")
+	pluginPlatforms := flag.String("plugin-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "the kubectl plugin's platforms")
+	flag.Parse()
+	var err error
+	if im.Platforms, err = dist.ParsePlatforms(*platforms); err != nil {
+		fail(err)
+	}
+	if o.PluginPlatforms, err = dist.ParsePlatforms(*pluginPlatforms); err != nil {
+		fail(err)
+	}
+	if im.Stamp.Created, err = dist.CreatedFromEnv(); err != nil {
+		fail(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	res, err := dist.Release(ctx, o)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("release %s in %s (%.0fs): image %s (%.1f MiB compressed)\n",
+		im.Stamp.Version, im.Out, time.Since(start).Seconds(), res.Pinned, float64(res.Image.CompressedBytes)/(1<<20))
+	for _, f := range append(res.Files, "checksums.txt") {
+		fmt.Printf("  %s\n", f)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "release:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"sigs.k8s.io/yaml"
+
+	"nodepool.dev/nodepool/hack/internal/dist"
+	"nodepool.dev/nodepool/internal/k8sbin"
+
+	// The test builds cmd/nodepool: importing what it is built from makes
+	// go test's cache notice when it changes.
+	_ "nodepool.dev/nodepool/internal/cli"
+	_ "nodepool.dev/nodepool/internal/version"
+)
+
+// A release for one platform (the others differ only by GOOS/GOARCH, and
+// cost a cross build each): the manifests pin the image the layout holds,
+// checksums.txt covers every asset, and the krew manifest names the plugin
+// archive by its SHA-256; the plugin in it is kubectl-nodepool.
+func TestRelease(t *testing.T) {
+	root, err := k8sbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := dist.Platform{OS: "linux", Arch: "amd64"}
+	out := t.TempDir()
+	o := dist.ReleaseOptions{
+		Image: dist.ImageOptions{
+			Root: root, Out: out, Repository: "registry.example/nodepool", Platforms: []dist.Platform{host},
+			Stamp: dist.Stamp{Version: "v0.0.0-test.1", Revision: "0123456789abcdef", Source: "https://example.com/nodepool", Created: time.Unix(1700000000, 0).UTC()},
+		},
+		PluginPlatforms: []dist.Platform{host},
+	}
+	if _, err := dist.Release(context.Background(), dist.ReleaseOptions{Image: dist.ImageOptions{Stamp: dist.Stamp{Version: "latest"}}}); err == nil {
+		t.Error("a release called latest was made")
+	}
+	res, err := dist.Release(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The manifests pin the index the layout holds.
+	lp, err := layout.FromPath(res.Image.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := top.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "registry.example/nodepool@" + im.Manifests[0].Digest.String()
+	if res.Pinned != want {
+		t.Errorf("pinned %s, the layout holds %s", res.Pinned, want)
+	}
+	for _, m := range dist.Manifests {
+		b, err := os.ReadFile(filepath.Join(out, m.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dist.CheckPinned(b, want); err != nil {
+			t.Errorf("%s: %v", m.File, err)
+		}
+	}
+
+	// checksums.txt is what sha256sum -c reads, and covers every asset.
+	sums := map[string]string{}
+	f, err := os.Open(filepath.Join(out, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		if !ok {
+			t.Fatalf("checksums.txt line %q", sc.Text())
+		}
+		sums[name] = sum
+		if got := sha256Of(t, filepath.Join(out, name)); got != sum {
+			t.Errorf("checksums.txt says %s for %s, it is %s", sum, name, got)
+		}
+	}
+	_ = f.Close()
+	for _, name := range []string{"nodepool.yaml", "nodepool-cert-manager.yaml", "nodepool-image.oci.tar", "nodepool-image-linux-amd64.tar", "kubectl-nodepool_linux_amd64.tar.gz", "krew/nodepool.yaml"} {
+		if sums[name] == "" {
+			t.Errorf("checksums.txt has no %s", name)
+		}
+	}
+
+	// The krew manifest.
+	var plugin struct {
+		Kind string
+		Spec struct {
+			Version   string
+			Platforms []struct {
+				Selector struct{ MatchLabels map[string]string } `json:"selector"`
+				URI      string
+				SHA256   string
+				Bin      string
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, "krew", "nodepool.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &plugin); err != nil {
+		t.Fatal(err)
+	}
+	if plugin.Kind != "Plugin" || plugin.Spec.Version != "v0.0.0-test.1" || len(plugin.Spec.Platforms) != 1 {
+		t.Fatalf("krew manifest:\n%s", b)
+	}
+	p := plugin.Spec.Platforms[0]
+	if p.SHA256 != sums["kubectl-nodepool_linux_amd64.tar.gz"] || p.Bin != "kubectl-nodepool" ||
+		p.URI != "https://example.com/nodepool/releases/download/v0.0.0-test.1/kubectl-nodepool_linux_amd64.tar.gz" ||
+		p.Selector.MatchLabels["os"] != "linux" || p.Selector.MatchLabels["arch"] != "amd64" {
+		t.Errorf("krew platform %+v", p)
+	}
+
+	// The plugin archive holds kubectl-nodepool, which runs as the plugin.
+	if runtime.GOOS != host.OS || runtime.GOARCH != host.Arch {
+		t.Skipf("running the plugin needs %s", host)
+	}
+	bin := untar(t, filepath.Join(out, "kubectl-nodepool_linux_amd64.tar.gz"), "kubectl-nodepool")
+	outb, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(outb), "version:  v0.0.0-test.1") {
+		t.Errorf("kubectl-nodepool version: %v\n%s", err, outb)
+	}
+	if outb, _ := exec.Command(bin, "--help").CombinedOutput(); !strings.Contains(string(outb), "kubectl nodepool") {
+		t.Errorf("kubectl-nodepool does not run as the plugin:\n%s", outb)
+	}
+}
+
+func sha256Of(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// untar writes the file name of a .tar.gz to a temporary folder.
+func untar(t *testing.T, archive, name string) string {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("no %s in %s", name, archive)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != name {
+			continue
+		}
+		if h.Mode&0o111 == 0 {
+			t.Errorf("%s in %s is not executable (mode %o)", name, archive, h.Mode)
+		}
+		path := filepath.Join(t.TempDir(), name)
+		w, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(w, tr); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+}
