@@ -89,7 +89,13 @@ func NewCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, source revision and Go version of this binary",
-		Args:  cobra.NoArgs,
+		Long: `Print the version of this build of nodepool (set at build time by make build,
+make image and make release), the source revision it was built from and the
+Go version, as the nodepool_build_info metric of the controller and the
+payload server reports them.`,
+		Example: `  nodepool version
+  kubectl nodepool version`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return write(cmd.OutOrStdout())
 		},

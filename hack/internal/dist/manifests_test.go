@@ -25,6 +25,11 @@ var defaultObjects = []string{
 	"ClusterRole//nodepool-payload-server",
 	"ClusterRoleBinding//nodepool-controller",
 	"ClusterRoleBinding//nodepool-payload-server",
+	// Leader election and the published settings, in its own namespace.
+	"Role/nodepool-system/nodepool-controller",
+	"RoleBinding/nodepool-system/nodepool-controller",
+	"ValidatingAdmissionPolicy//nodepool-controller-writes",
+	"ValidatingAdmissionPolicyBinding//nodepool-controller-writes",
 	"ValidatingAdmissionPolicy//nodepool-payload-server-writes",
 	"ValidatingAdmissionPolicyBinding//nodepool-payload-server-writes",
 	"Deployment/nodepool-system/nodepool-controller",
