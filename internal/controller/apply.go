@@ -126,7 +126,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 }
 
 func (r *Reconciler) storePayload(ctx context.Context, pool *nodepoolv1.NodePool, pl *payload.Payload) error {
-	s, err := secrets.NewPayloadSecret(pool.Namespace, payload.PayloadSecretName(pool.Name, pl.Hash), encodePayload(pl))
+	s, err := r.payloadSecret(pool, pl) // encoded once, by fitsInASecret
 	if err != nil {
 		return fmt.Errorf("encoding payload %s: %w", payload.Short(pl.Hash), err)
 	}

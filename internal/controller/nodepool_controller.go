@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 )
@@ -55,6 +54,8 @@ type Reconciler struct {
 	controller controller.Controller
 	// watchedTemplates holds the template kinds watched already.
 	watchedTemplates sync.Map
+	// renders is the render cache (rendercache.go); nil renders every time.
+	renders *renderCache
 }
 
 // +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools,verbs=get;list;watch;update;patch
@@ -74,6 +75,9 @@ type Reconciler struct {
 // Reconcile gathers a pool's inputs once, asks the engine for a plan,
 // applies it and patches the pool once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	if !r.Settings.Shard.Owns(req.Namespace) {
+		return ctrl.Result{}, nil // another shard's pool (shard.go)
+	}
 	pool := &nodepoolv1.NodePool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -92,7 +96,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	in := rollout.Input{Pool: pool, Now: r.now(), Settings: rollout.Settings{TokenTTL: r.Settings.TokenTTL,
 		CleanupGracePeriod: r.Settings.CleanupGracePeriod, NodeAgentTimeout: r.Settings.NodeAgentTimeout}}
-	gathered, err := observe.Latest(ctx, r.APIReader, pool, r.Settings.Inputs, &in)
+	// Through the render cache (rendercache.go): no render for unchanged inputs.
+	gathered, err := r.latest(ctx, pool, &in)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -106,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := fitsInASecret(pool, &in); err != nil {
+	if err := r.fitsInASecret(pool, &in); err != nil { // rendercache.go
 		in.Latest, in.Hashes, in.RenderErr, gathered = nil, payload.Hashes{}, err, nil
 	}
 	plan := rollout.Decide(in)
@@ -276,7 +281,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
+		WatchesMetadata(configMapMetadata(), handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster)).
 		Build(r)

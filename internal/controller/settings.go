@@ -34,6 +34,13 @@ type Settings struct {
 	// the controller writes the Secret InPlace pools' node agents fetch
 	// their update with. Default kube-system.
 	NodeUpdateNamespace string
+	// RenderCacheSize is how many pools' rendered inputs the render cache
+	// keeps (the least recently reconciled are forgotten first): at least
+	// the pools of the shard. Default 20000.
+	RenderCacheSize int
+	// Shard is the part of the fleet this controller owns (shard.go); the
+	// zero Shard owns every pool.
+	Shard Shard
 	// Clock returns now; nil means time.Now. Tests run long spans (token
 	// rotation over days) with a clock that runs faster than real time.
 	Clock func() time.Time
@@ -58,6 +65,9 @@ func (s *Settings) Default() {
 	}
 	if s.NodeUpdateNamespace == "" {
 		s.NodeUpdateNamespace = DefaultNodeUpdateNamespace
+	}
+	if s.RenderCacheSize == 0 {
+		s.RenderCacheSize = 20000
 	}
 }
 

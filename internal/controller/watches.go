@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -38,6 +39,9 @@ func byPoolLabel(_ context.Context, o client.Object) []reconcile.Request {
 // depends on it: the pools of its namespace that reference it, or every
 // pool for the management config.
 func (r *Reconciler) poolsReferencing(ctx context.Context, o client.Object) []reconcile.Request {
+	if m, ok := o.(*metav1.PartialObjectMetadata); ok && m.Kind == "ConfigMap" {
+		o = &corev1.ConfigMap{ObjectMeta: m.ObjectMeta} // ConfigMaps are watched by their metadata
+	}
 	if _, owned := o.GetLabels()[nodepoolv1.LabelPool]; owned {
 		return nil // the pool's own Secrets are watched through Owns
 	}
@@ -139,4 +143,13 @@ func (r *Reconciler) watchTemplates(t inputs.TemplateInput) error {
 		return fmt.Errorf("watching %s: %w", gvk, err)
 	}
 	return nil
+}
+
+// configMapMetadata is what the controller watches of ConfigMaps: their
+// metadata only (their content is read when their version changes, see
+// inputReader).
+func configMapMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(configMapGVK)
+	return m
 }
