@@ -44,6 +44,9 @@ type renderCache struct {
 	settings string
 	pools    *lru[client.ObjectKey, *poolRender]
 	shared   *lru[string, *sharedRender]
+	// plans are the objects the last gather of a spec read, by spec key:
+	// a new pool of a spec seen before finds another pool's render.
+	plans *lru[string, []read]
 	// resolving hands a pool's cached entry from latest to fitsInASecret
 	// within one reconcile (a pool is never reconciled twice at once).
 	resolving sync.Map // client.ObjectKey -> *poolRender
@@ -75,7 +78,7 @@ func newRenderCache(reader *inputReader, s inputs.Settings, pools int) (*renderC
 		return nil, err
 	}
 	return &renderCache{reader: reader, settings: digestOf(b), pools: newLRU[client.ObjectKey, *poolRender](pools),
-		shared: newLRU[string, *sharedRender](max(pools/8, 64))}, nil
+		shared: newLRU[string, *sharedRender](max(pools/8, 64)), plans: newLRU[string, []read](max(pools/8, 64))}, nil
 }
 
 func digestOf(parts ...[]byte) string {
@@ -113,12 +116,19 @@ func (r *Reconciler) latest(ctx context.Context, pool *nodepoolv1.NodePool, in *
 	key := client.ObjectKeyFromObject(pool)
 	c.resolving.Delete(key)
 	spec := c.specKey(pool)
-	if e, ok := c.pools.get(key); ok && e.spec == spec {
-		now, same, err := c.versions(ctx, e.reads)
+	e, ok := c.pools.get(key)
+	reads := []read(nil)
+	if ok && e.spec == spec {
+		reads = e.reads
+	} else if plan, ok := c.plans.get(spec); ok {
+		e, reads = nil, plan
+	}
+	if reads != nil {
+		now, same, err := c.versions(ctx, reads)
 		if err != nil {
 			return nil, err
 		}
-		if same {
+		if same && e != nil {
 			renderCacheResults.WithLabelValues("hit").Inc()
 			return c.serve(key, e, in), nil
 		}
@@ -137,11 +147,12 @@ func (r *Reconciler) latest(ctx context.Context, pool *nodepoolv1.NodePool, in *
 		c.pools.remove(key)
 		return gathered, err
 	}
-	e := &poolRender{spec: spec, reads: rec.reads, gathered: gathered, hashes: in.Hashes, templateName: in.TemplateName, latest: in.Latest}
+	e = &poolRender{spec: spec, reads: rec.reads, gathered: gathered, hashes: in.Hashes, templateName: in.TemplateName, latest: in.Latest}
 	c.pools.put(key, e)
 	sh := &sharedRender{gathered: *gathered, fragments: in.Latest.Fragments, hashes: in.Hashes}
 	sh.gathered.Pool.Name, sh.hashes.Payload = "", ""
 	c.shared.put(sharedKey(spec, rec.reads), sh)
+	c.plans.put(spec, rec.reads)
 	return gathered, nil
 }
 

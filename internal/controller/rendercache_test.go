@@ -152,7 +152,11 @@ func TestRenderCacheNeverServesAChangedInput(t *testing.T) {
 	if err := c.Create(ctx, second); err != nil {
 		t.Fatal(err)
 	}
+	_, s1, _ := cacheResults()
 	check("a second pool", second, nil)
+	if _, s, _ := cacheResults(); s != s1+1 {
+		t.Fatalf("a new pool of a spec seen before rendered its inputs again")
+	}
 	edit(mc, func() {
 		mc.Data[inputs.ManagementConfigKey] = "apiServerProxyImage: registry.example/haproxy@sha256:" + strings.Repeat("c", 64) + "\n"
 	})
