@@ -35,6 +35,7 @@ func NewCommand() *cobra.Command {
 		s                    Settings
 		caFile, mgmtConfig   string
 		metricsAddr, probe   string
+		pprofAddr            string
 		leaderElect          bool
 		leaderElectNamespace string
 		concurrency          int
@@ -112,6 +113,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 				Cache:                   s.Shard.CacheOptions(CacheOptions(), s.Inputs.ManagementConfig),
 				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 				HealthProbeBindAddress:  probe,
+				PprofBindAddress:        pprofAddr,
 				LeaderElection:          leaderElect,
 				LeaderElectionID:        s.Shard.LeaderElectionID(),
 				LeaderElectionNamespace: leaderElectNamespace,
@@ -152,6 +154,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.StringVar(&namespaceSelector, "namespace-selector", "", "label selector of the namespaces whose pools this controller owns, read at start (a shard)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	f.StringVar(&probe, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&pprofAddr, "pprof-bind-address", "", "address of the Go profiler's /debug/pprof endpoints; empty disables them")
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so replicas can run for availability")
 	f.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	fs := flag.NewFlagSet("zap", flag.ContinueOnError)

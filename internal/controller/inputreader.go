@@ -123,9 +123,9 @@ func kindOf(obj client.Object) schema.GroupVersionKind {
 // read is one object a pool's inputs were read from, at its version.
 type read struct {
 	gvk schema.GroupVersionKind
-	// typed is an empty object of the type it was read as.
-	typed client.Object
-	key   client.ObjectKey
+	// typ is the Go type it was read as.
+	typ reflect.Type
+	key client.ObjectKey
 	// version is its resourceVersion, "" when it was not found.
 	version string
 }
@@ -141,7 +141,7 @@ func (r *recorder) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	rd := read{gvk: kindOf(obj), typed: emptyLike(obj), key: key}
+	rd := read{gvk: kindOf(obj), typ: reflect.TypeOf(obj), key: key}
 	if err == nil {
 		rd.version = obj.GetResourceVersion()
 	}
@@ -149,23 +149,16 @@ func (r *recorder) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 	return err
 }
 
-func emptyLike(obj client.Object) client.Object {
+// empty is a new object of the type and kind rd was read as.
+func (rd read) empty() client.Object {
+	obj := reflect.New(rd.typ.Elem()).Interface().(client.Object)
 	switch o := obj.(type) {
-	case *corev1.ConfigMap:
-		return &corev1.ConfigMap{}
-	case *corev1.Secret:
-		return &corev1.Secret{}
 	case *unstructured.Unstructured:
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(o.GroupVersionKind())
-		return u
+		o.SetGroupVersionKind(rd.gvk)
 	case *metav1.PartialObjectMetadata:
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(o.GroupVersionKind())
-		return m
-	default:
-		return reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+		o.SetGroupVersionKind(rd.gvk)
 	}
+	return obj
 }
 
 // current is the version the cache holds now of what rd read ("" when it
@@ -173,11 +166,10 @@ func emptyLike(obj client.Object) client.Object {
 func (r *inputReader) current(ctx context.Context, rd read) (string, error) {
 	var err error
 	var v string
-	switch rd.typed.(type) {
+	switch obj := rd.empty(); obj.(type) {
 	case *corev1.ConfigMap, *corev1.Secret:
 		v, err = r.version(ctx, rd.gvk, rd.key)
 	default:
-		obj := emptyLike(rd.typed)
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			err = r.unstructured.Get(ctx, rd.key, u)
 		} else {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +61,10 @@ type poolRender struct {
 	hashes       payload.Hashes
 	templateName string
 
+	// fragments (shared with other pools) compose the payload when it is
+	// not stored; nil means render gathered again.
+	fragments map[inputs.Component][]byte
+
 	mu     sync.Mutex
 	latest *payload.Payload // nil once its payload Secret is stored
 }
@@ -100,7 +103,7 @@ func (c *renderCache) specKey(pool *nodepoolv1.NodePool) string {
 func sharedKey(spec string, reads []read) string {
 	parts := [][]byte{[]byte(spec)}
 	for _, r := range reads {
-		parts = append(parts, []byte(reflect.TypeOf(r.typed).String()+" "+r.gvk.String()+" "+r.key.String()+" "+r.version))
+		parts = append(parts, []byte(r.typ.String()+" "+r.gvk.String()+" "+r.key.String()+" "+r.version))
 	}
 	return digestOf(parts...)
 }
@@ -174,7 +177,8 @@ func (c *renderCache) versions(ctx context.Context, reads []read) ([]read, bool,
 }
 
 // compose makes a pool's entry from inputs another pool gathered and
-// rendered: only the pool's own payload is composed.
+// rendered. Only the pool's payload hash is computed: the payload itself
+// is composed (resolve) only when the pool has not stored it yet.
 func (c *renderCache) compose(pool *nodepoolv1.NodePool, spec string, reads []read, sh *sharedRender) (*poolRender, bool) {
 	for _, rd := range reads {
 		if rd.version == "" {
@@ -183,13 +187,9 @@ func (c *renderCache) compose(pool *nodepoolv1.NodePool, spec string, reads []re
 	}
 	gathered := sh.gathered
 	gathered.Pool = client.ObjectKeyFromObject(pool)
-	p, err := payload.Compose(pool.Name, sh.fragments)
-	if err != nil {
-		return nil, false // the full path names the input at fault
-	}
 	h := sh.hashes
-	h.Payload = p.Hash
-	return &poolRender{spec: spec, reads: reads, gathered: &gathered, hashes: h, latest: p,
+	h.Payload = payload.HashOf(pool.Name, sh.fragments)
+	return &poolRender{spec: spec, reads: reads, gathered: &gathered, hashes: h, fragments: sh.fragments,
 		templateName: payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(gathered.InfrastructureTemplate))}, true
 }
 
@@ -229,9 +229,17 @@ func (c *renderCache) resolve(pool *nodepoolv1.NodePool, in *rollout.Input) {
 		in.Latest = p
 		return
 	}
-	latest, hashes, err := payload.Render(e.gathered)
-	if err == nil && hashes.Payload != e.hashes.Payload {
-		err = fmt.Errorf("payload %s rendered again as %s: this is a bug in nodepool", payload.Short(e.hashes.Payload), payload.Short(hashes.Payload))
+	renderCacheResults.WithLabelValues("composed").Inc()
+	var latest *payload.Payload
+	var err error
+	if e.fragments != nil {
+		latest, err = payload.Compose(pool.Name, e.fragments)
+	}
+	if e.fragments == nil || err != nil { // a render names the input at fault
+		latest, _, err = payload.Render(e.gathered)
+	}
+	if err == nil && latest.Hash != e.hashes.Payload {
+		err = fmt.Errorf("payload %s rendered again as %s: this is a bug in nodepool", payload.Short(e.hashes.Payload), payload.Short(latest.Hash))
 	}
 	if err != nil {
 		c.pools.remove(key)
@@ -275,11 +283,13 @@ func (r *Reconciler) payloadSecret(pool *nodepoolv1.NodePool, pl *payload.Payloa
 }
 
 // renderCacheResults counts how reconciles found their pool's latest
-// payload: hit (nothing read changed: no render), shared (composed from
-// inputs another pool rendered), miss (gathered and rendered).
+// payload: hit (nothing read changed: no render), shared (from inputs
+// another pool gathered and rendered), miss (gathered and rendered);
+// composed counts the payloads composed later (a shared or hit whose
+// payload was not stored).
 var renderCacheResults = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "nodepool_render_cache_total",
-	Help: "Reconciles by how their latest payload was found: hit (unchanged inputs, no render), shared (composed from another pool's render), miss (rendered).",
+	Help: "Reconciles by how their latest payload was found: hit (unchanged inputs, no render), shared (another pool's render of the same inputs), miss (rendered); composed: payloads composed for a hit or shared whose payload was not stored.",
 }, []string{"result"})
 
 func init() { metrics.Registry.MustRegister(renderCacheResults) }
