@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,10 +144,26 @@ func (r *recorder) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 	}
 	rd := read{gvk: kindOf(obj), typ: reflect.TypeOf(obj), key: key}
 	if err == nil {
-		rd.version = obj.GetResourceVersion()
+		rd.version = versionOf(obj)
 	}
 	r.reads = append(r.reads, rd)
 	return err
+}
+
+// versionOf is what changes when an object's part that inputs.Gather reads
+// does: the generation of an object with a spec (the Cluster, the template:
+// Gather reads their spec only, and the Cluster's status changes with every
+// machine of the cluster), the resourceVersion of others (ConfigMaps,
+// Secrets, the CRD whose labels Gather reads).
+func versionOf(obj client.Object) string {
+	switch obj.(type) {
+	case *corev1.ConfigMap, *corev1.Secret, *metav1.PartialObjectMetadata:
+	default:
+		if g := obj.GetGeneration(); g > 0 {
+			return "generation " + strconv.FormatInt(g, 10)
+		}
+	}
+	return obj.GetResourceVersion()
 }
 
 // empty is a new object of the type and kind rd was read as.
@@ -175,7 +192,7 @@ func (r *inputReader) current(ctx context.Context, rd read) (string, error) {
 		} else {
 			err = r.cached.Get(ctx, rd.key, obj)
 		}
-		v = obj.GetResourceVersion()
+		v = versionOf(obj)
 	}
 	if apierrors.IsNotFound(err) {
 		return "", nil

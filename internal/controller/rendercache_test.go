@@ -145,6 +145,9 @@ func TestRenderCacheNeverServesAChangedInput(t *testing.T) {
 	}
 	edit(pool, func() { pool.Spec.Release.Version = "v1.36.4" })
 	changed("a spec edit")
+	cluster := w.Cluster.DeepCopy()
+	edit(cluster, func() { cluster.Spec.ControlPlaneEndpoint.Host = "api2.prod-1.example" })
+	changed("a Cluster endpoint edit")
 
 	// A second pool of the same spec composes from the first's render.
 	second := pool.DeepCopy()

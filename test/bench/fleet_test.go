@@ -49,8 +49,10 @@ type fleetResult struct {
 	ResyncSeconds         float64 `json:"resyncSeconds"`
 	ResyncWrites          float64 `json:"resyncWrites"`
 	ResyncRenders         float64 `json:"resyncRenders"`
+	ResyncComposes        float64 `json:"resyncComposes"`
 	BumpSeconds           float64 `json:"bumpSeconds"`
 	BumpRenders           float64 `json:"bumpRenders"`
+	BumpComposes          float64 `json:"bumpComposes"`
 	PoolsRolled           int     `json:"poolsRolled"`
 	RSSBytesPerPool       float64 `json:"rssBytesPerPool"`
 	HeapBytesPerPool      float64 `json:"heapBytesPerPool"`
@@ -116,9 +118,13 @@ func BenchmarkFleet(b *testing.B) {
 	secs := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + " s" }
 	row("settle (create every pool to Ready)", func(r fleetResult) string { return secs(r.SettleSeconds) })
 	row("full no-op resync (restart)", func(r fleetResult) string { return secs(r.ResyncSeconds) })
-	row("  API writes / renders in it", func(r fleetResult) string { return fmt.Sprintf("%.0f / %.0f", r.ResyncWrites, r.ResyncRenders) })
+	row("  API writes / renders / composes in it", func(r fleetResult) string {
+		return fmt.Sprintf("%.0f/%.0f/%.0f", r.ResyncWrites, r.ResyncRenders, r.ResyncComposes)
+	})
 	row("management bump visible on every pool", func(r fleetResult) string { return secs(r.BumpSeconds) })
-	row("  pools rolled / renders", func(r fleetResult) string { return fmt.Sprintf("%d / %.0f", r.PoolsRolled, r.BumpRenders) })
+	row("  pools rolled / renders / composes", func(r fleetResult) string {
+		return fmt.Sprintf("%d/%.0f/%.0f", r.PoolsRolled, r.BumpRenders, r.BumpComposes)
+	})
 	row("controller RSS per pool (total)", func(r fleetResult) string {
 		return fmt.Sprintf("%.1f KiB", r.RSSBytesPerPool/1024)
 	})
@@ -267,7 +273,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	waitReconciles(b, p, n)
 	res.ResyncSeconds = time.Since(t1).Seconds()
 	time.Sleep(2 * time.Second)
-	res.ResyncWrites, res.ResyncRenders = p.writes(b), p.renders(b, "miss")+p.renders(b, "composed")
+	res.ResyncWrites, res.ResyncRenders, res.ResyncComposes = p.writes(b), p.renders(b, "miss"), p.renders(b, "composed")
 	res.RSSBytes, res.HeapInuseBytes = p.rss(b), p.heapInuse(b)
 	res.RSSBytesPerPool = (res.RSSBytes - rssEmpty) / float64(n)
 	res.HeapBytesPerPool = (res.HeapInuseBytes - heapEmpty) / float64(n)
@@ -283,14 +289,14 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	waitReconciles(b, p, n)
 
 	// A management bump across the fleet.
-	before := p.renders(b, "miss") + p.renders(b, "composed")
+	missed, composed := p.renders(b, "miss"), p.renders(b, "composed")
 	t2 := time.Now()
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
 	waitAll(b, c, ns, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
 		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)
 	})
 	res.BumpSeconds = time.Since(t2).Seconds()
-	res.BumpRenders = p.renders(b, "miss") + p.renders(b, "composed") - before
+	res.BumpRenders, res.BumpComposes = p.renders(b, "miss")-missed, p.renders(b, "composed")-composed
 	after := dataSecretNames(b, c, ns)
 	for k, v := range targets {
 		if after[k] != v {
@@ -298,7 +304,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 		}
 	}
 	res.LoadAverage = loadAverage()
-	b.Logf("management bump visible on every pool after %.2f s, %d rolled, %.0f renders", res.BumpSeconds, res.PoolsRolled, res.BumpRenders)
+	b.Logf("management bump visible on every pool after %.2f s, %d rolled, %.0f renders, %.0f composes", res.BumpSeconds, res.PoolsRolled, res.BumpRenders, res.BumpComposes)
 	p.stop()
 	return res
 }

@@ -79,20 +79,29 @@ func runRolloutComparison(b *testing.B, bin, dir string) map[string]float64 {
 }
 
 // complete reports whether a MachineDeployment's rollout is done: it runs
-// 3 ready machines of its current template, and no other (and, unless
-// old is "", its bootstrap data is no longer old).
+// exactly 3 Running machines with a Node, every one booted from its
+// current bootstrap data (and, unless old is "", that is no longer old).
 func complete(b *testing.B, c client.Client, ns, name, old string) bool {
 	md := &clusterv1.MachineDeployment{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, md); err != nil {
 		return false
 	}
-	if old != "" && ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "") == old {
+	data := ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "")
+	if old != "" && data == old {
 		return false
 	}
 	machines := &clusterv1.MachineList{}
 	must(b, c.List(context.Background(), machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name}))
-	return md.Status.ObservedGeneration >= md.Generation && len(machines.Items) == 3 &&
-		ptr.Deref(md.Status.UpToDateReplicas, 0) == 3 && ptr.Deref(md.Status.ReadyReplicas, 0) == 3 && ptr.Deref(md.Status.Replicas, 0) == 3
+	if len(machines.Items) != 3 {
+		return false
+	}
+	for _, m := range machines.Items {
+		if ptr.Deref(m.Spec.Bootstrap.DataSecretName, "") != data || m.Status.Phase != string(clusterv1.MachinePhaseRunning) ||
+			!m.Status.NodeRef.IsDefined() || !m.DeletionTimestamp.IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 func waitUntil(b *testing.B, timeout time.Duration, ok func() bool) {
