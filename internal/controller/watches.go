@@ -61,7 +61,8 @@ func (r *Reconciler) poolsOfCluster(ctx context.Context, o client.Object) []reco
 
 func (r *Reconciler) pools(ctx context.Context, namespace string, match func(*nodepoolv1.NodePool) bool) []reconcile.Request {
 	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	// Read-only: no copy of every pool for each event.
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +78,7 @@ func startController(b *testing.B, bin, kubeconfig, logFile string, args ...stri
 	cmd := exec.Command(bin, append([]string{"controller", "--metrics-bind-address", addr, "--health-probe-bind-address", "0"}, args...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the benchmark
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
