@@ -170,3 +170,21 @@ func TestHashOfIsTheHashComposeGives(t *testing.T) {
 		t.Fatal("the hash does not cover the pool name")
 	}
 }
+
+func TestComposePinnedWithNothingPinnedIsLatest(t *testing.T) {
+	p, _, err := payload.Render(inputstest.New().MustGather(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := payload.ComposePinned(p, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := payload.Compose(p.Pool, p.Fragments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != again.Hash || string(got.Ignition) != string(again.Ignition) {
+		t.Fatal("composing nothing pinned differs from composing the latest fragments")
+	}
+}
