@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -132,13 +133,14 @@ func (r *Reconciler) watchTemplates(t inputs.TemplateInput) error {
 		_, clone := o.GetLabels()[nodepoolv1.LabelPool]
 		return !clone
 	})
-	err := r.controller.Watch(source.Kind(r.Cache, obj, handler.TypedEnqueueRequestsFromMapFunc(
+	byRef := handler.TypedEnqueueRequestsFromMapFunc(
 		func(ctx context.Context, o *unstructured.Unstructured) []reconcile.Request {
 			return r.pools(ctx, o.GetNamespace(), func(p *nodepoolv1.NodePool) bool {
 				ref := p.Spec.InfrastructureTemplateRef
 				return ref.Name == o.GetName() && ref.Kind == gvk.Kind && ref.APIGroup == gvk.Group
 			})
-		}), notClone))
+		})
+	err := r.controller.Watch(source.Kind(r.Cache, obj, createdLowPriority(byRef), notClone))
 	if err != nil {
 		r.watchedTemplates.Delete(gvk)
 		return fmt.Errorf("watching %s: %w", gvk, err)
@@ -153,4 +155,20 @@ func configMapMetadata() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(configMapGVK)
 	return m
+}
+
+// createdLowPriority queues the pools of a created template behind edits:
+// a watch started while the controller runs replays every existing
+// template as created, which would otherwise queue every pool of the
+// template ahead of the pools edited meanwhile.
+func createdLowPriority(h handler.TypedEventHandler[*unstructured.Unstructured, reconcile.Request]) handler.TypedEventHandler[*unstructured.Unstructured, reconcile.Request] {
+	return handler.TypedFuncs[*unstructured.Unstructured, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*unstructured.Unstructured], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			e.IsInInitialList = true // low priority, where the queue has priorities
+			h.Create(ctx, e, q)
+		},
+		UpdateFunc:  h.Update,
+		DeleteFunc:  h.Delete,
+		GenericFunc: h.Generic,
+	}
 }

@@ -50,6 +50,8 @@ type fleetResult struct {
 	ResyncWrites          float64 `json:"resyncWrites"`
 	ResyncRenders         float64 `json:"resyncRenders"`
 	ResyncComposes        float64 `json:"resyncComposes"`
+	ResyncCPUSeconds      float64 `json:"resyncCPUSeconds"`
+	BumpCPUSeconds        float64 `json:"bumpCPUSeconds"`
 	BumpSeconds           float64 `json:"bumpSeconds"`
 	BumpRenders           float64 `json:"bumpRenders"`
 	BumpComposes          float64 `json:"bumpComposes"`
@@ -121,7 +123,9 @@ func BenchmarkFleet(b *testing.B) {
 	row("  API writes / renders / composes in it", func(r fleetResult) string {
 		return fmt.Sprintf("%.0f/%.0f/%.0f", r.ResyncWrites, r.ResyncRenders, r.ResyncComposes)
 	})
+	row("  controller CPU in it (start included)", func(r fleetResult) string { return secs(r.ResyncCPUSeconds) })
 	row("management bump visible on every pool", func(r fleetResult) string { return secs(r.BumpSeconds) })
+	row("  controller CPU in it", func(r fleetResult) string { return secs(r.BumpCPUSeconds) })
 	row("  pools rolled / renders / composes", func(r fleetResult) string {
 		return fmt.Sprintf("%d/%.0f/%.0f", r.PoolsRolled, r.BumpRenders, r.BumpComposes)
 	})
@@ -274,6 +278,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	res.ResyncSeconds = time.Since(t1).Seconds()
 	time.Sleep(2 * time.Second)
 	res.ResyncWrites, res.ResyncRenders, res.ResyncComposes = p.writes(b), p.renders(b, "miss"), p.renders(b, "composed")
+	res.ResyncCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	res.RSSBytes, res.HeapInuseBytes = p.rss(b), p.heapInuse(b)
 	res.RSSBytesPerPool = (res.RSSBytes - rssEmpty) / float64(n)
 	res.HeapBytesPerPool = (res.HeapInuseBytes - heapEmpty) / float64(n)
@@ -289,7 +294,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	waitReconciles(b, p, n)
 
 	// A management bump across the fleet.
-	missed, composed := p.renders(b, "miss"), p.renders(b, "composed")
+	missed, composed, cpu := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil)
 	t2 := time.Now()
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
 	waitAll(b, c, ns, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
@@ -297,6 +302,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	})
 	res.BumpSeconds = time.Since(t2).Seconds()
 	res.BumpRenders, res.BumpComposes = p.renders(b, "miss")-missed, p.renders(b, "composed")-composed
+	res.BumpCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil) - cpu
 	after := dataSecretNames(b, c, ns)
 	for k, v := range targets {
 		if after[k] != v {
