@@ -95,12 +95,18 @@ fuzz: ## Run every fuzz target of the repository (func Fuzz*), FUZZTIME=5m each.
 		go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime "$(FUZZTIME)"; \
 	done
 
+# Fleet sizes of the fleet benchmark, comma-separated (1000,10000 adds the
+# 10,000-pool fleet: about an hour on a busy 2-core machine).
+NODEPOOL_BENCH_POOLS ?= 1000
+
 .PHONY: bench
-bench: control-plane ## Benchmarks: payload render + hashes, payload server throughput, 500 simulated machines to Running.
+bench: control-plane ## Benchmarks: payload render + hashes, payload server throughput, 500 simulated machines to Running, the fleet (table + bin/bench/summary.json).
 	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
 	go run ./hack/bench/payloadserver $(PAYLOAD_BENCHFLAGS)
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	go test ./test/bench -run '^$$' -bench BenchmarkSimScale -benchtime 1x -timeout 40m
+	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" NODEPOOL_BENCH_POOLS="$(NODEPOOL_BENCH_POOLS)" \
+	NODEPOOL_BENCH_OUT="$(BIN)/bench" go test ./test/bench -run '^$$' -bench BenchmarkFleet -benchtime 1x -timeout 180m
 	go test ./test/bench -run '^$$' -bench BenchmarkFleetOfPools -benchtime 1x -timeout 40m
 
 # The dev environment keeps its state here; `make dev` again resumes it.

@@ -129,7 +129,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 }
 
 func (r *Reconciler) storePayload(ctx context.Context, pool *nodepoolv1.NodePool, pl *payload.Payload) error {
-	s, err := secrets.NewPayloadSecret(pool.Namespace, secrets.PayloadSecretName(pool.Name, pl.Hash), secrets.FromPayload(pl))
+	s, err := r.payloadSecret(pool, pl) // encoded once, by fitsInASecret
 	if err != nil {
 		return fmt.Errorf("encoding payload %s: %w", payload.Short(pl.Hash), err)
 	}

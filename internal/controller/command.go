@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -35,12 +36,17 @@ func NewCommand() *cobra.Command {
 		s                    Settings
 		caFile, mgmtConfig   string
 		metricsAddr, probe   string
+		pprofAddr            string
 		leaderElect          bool
 		leaderElectNamespace string
 		leaseDuration        time.Duration
 		renewDeadline        time.Duration
 		retryPeriod          time.Duration
 		concurrency          int
+		qps                  float64
+		burst                int
+		namespaces           []string
+		namespaceSelector    string
 		zapOpts              = zap.Options{}
 	)
 	cmd := &cobra.Command{
@@ -86,17 +92,38 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 			if err != nil {
 				return fmt.Errorf("reaching the API server: %w", err)
 			}
+			cfg.QPS, cfg.Burst = float32(qps), burst
 			scheme := runtime.NewScheme()
 			if err := AddToScheme(scheme); err != nil {
 				return err
 			}
+			if namespaceSelector != "" {
+				if len(namespaces) > 0 {
+					return fmt.Errorf("--namespaces and --namespace-selector both select the shard's namespaces: give one")
+				}
+				c, err := client.New(cfg, client.Options{Scheme: scheme})
+				if err != nil {
+					return err
+				}
+				if namespaces, err = SelectNamespaces(cmd.Context(), c, namespaceSelector); err != nil {
+					return err
+				}
+			}
+			s.Shard.Namespaces = namespaces
+			if err := s.Shard.Validate(); err != nil {
+				return err
+			}
+			if s.Shard.Name != "" {
+				cfg.UserAgent = s.Shard.FieldManager() + "/" + Version // the field manager of its writes
+			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                  scheme,
-				Cache:                   CacheOptions(),
+				Cache:                   s.Shard.CacheOptions(CacheOptions(), s.Inputs.ManagementConfig),
 				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 				HealthProbeBindAddress:  probe,
+				PprofBindAddress:        pprofAddr,
 				LeaderElection:          leaderElect,
-				LeaderElectionID:        "nodepool-controller.nodepool.dev",
+				LeaderElectionID:        s.Shard.LeaderElectionID(),
 				LeaderElectionNamespace: leaderElectNamespace,
 				LeaseDuration:           &leaseDuration,
 				RenewDeadline:           &renewDeadline,
@@ -133,9 +160,16 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.DurationVar(&s.NodeAgentTimeout, "node-agent-timeout", 30*time.Minute, "how long an InPlace node's agent may take to finish an update before the pool's update holds as Degraded")
 	f.IntVar(&s.HistoryLimit, "history-limit", 10, "rollout revisions (ControllerRevisions) kept per pool")
 	f.StringVar(&s.NodeUpdateNamespace, "node-update-namespace", DefaultNodeUpdateNamespace, "namespace of each workload cluster where InPlace pools' node agents read the Secret to fetch their update with")
-	f.IntVar(&concurrency, "concurrency", 4, "pools reconciled in parallel")
+	f.IntVar(&concurrency, "concurrency", 10, "pools reconciled in parallel")
+	f.Float64Var(&qps, "kube-api-qps", 200, "requests per second to the API server, sustained (a management bump patches every pool's status once)")
+	f.IntVar(&burst, "kube-api-burst", 400, "requests to the API server in a burst")
+	f.IntVar(&s.RenderCacheSize, "render-cache-size", 20000, "pools whose rendered inputs are kept; at least the pools of the shard")
+	f.StringVar(&s.Shard.Name, "shard", "", "name of this shard: its leader election Lease and field manager (nodepool-controller-<shard>); required with --namespaces or --namespace-selector")
+	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose pools this controller owns (a shard); default all")
+	f.StringVar(&namespaceSelector, "namespace-selector", "", "label selector of the namespaces whose pools this controller owns, read at start (a shard)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	f.StringVar(&probe, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&pprofAddr, "pprof-bind-address", "", "address of the Go profiler's /debug/pprof endpoints; empty disables them")
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, so replicas can run for availability")
 	f.StringVar(&s.PublishNamespace, "settings-namespace", settings.DefaultNamespace, "namespace of the ConfigMap "+settings.ConfigMapName+" where the controller publishes the settings kubectl nodepool plan, diff and rollout status read")
 	f.StringVar(&leaderElectNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")

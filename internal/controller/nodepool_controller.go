@@ -29,7 +29,6 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
-	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 )
@@ -57,6 +56,8 @@ type Reconciler struct {
 	controller controller.Controller
 	// watchedTemplates holds the template kinds watched already.
 	watchedTemplates sync.Map
+	// renders is the render cache (rendercache.go); nil renders every time.
+	renders *renderCache
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
@@ -92,6 +93,9 @@ type Reconciler struct {
 // at the end (a deferred patch): a phase that fails says so on
 // ReconciliationActive, with its reason and message.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	if !r.Settings.Shard.Owns(req.Namespace) {
+		return ctrl.Result{}, nil // another shard's pool (shard.go)
+	}
 	pool := &nodepoolv1.NodePool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -151,7 +155,8 @@ type poolReconcile struct {
 // RenderErr, not an error of the reconcile).
 func (r *Reconciler) gather(ctx context.Context, rc *poolReconcile) error {
 	rc.in = rollout.Input{Pool: rc.pool, Now: r.now(), Settings: r.Settings.engine()}
-	gathered, err := observe.Latest(ctx, r.APIReader, rc.pool, r.Settings.Inputs, &rc.in)
+	// Through the render cache (rendercache.go): no render for unchanged inputs.
+	gathered, err := r.latest(ctx, rc.pool, &rc.in)
 	if err != nil {
 		return err
 	}
@@ -173,7 +178,7 @@ func (r *Reconciler) observePool(ctx context.Context, rc *poolReconcile) error {
 		return err
 	}
 	rc.w = w
-	if err := fitsInASecret(rc.pool, &rc.in); err != nil {
+	if err := r.fitsInASecret(rc.pool, &rc.in); err != nil { // rendercache.go
 		rc.in.Latest, rc.in.Hashes, rc.in.RenderErr, rc.gathered = nil, payload.Hashes{}, err, nil
 	}
 	if len(w.conflicts) > 0 {
@@ -362,9 +367,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
 		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
+		WatchesMetadata(configMapMetadata(), handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster)).
+		// Only spec changes: a Cluster's status changes with every machine of it.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Build(r)
 	if err != nil {
 		return err

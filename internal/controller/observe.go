@@ -57,32 +57,33 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	return w, nil
 }
 
-// fitsInASecret refuses a latest payload that is not stored yet and would
+// payloadFits refuses a latest payload that is not stored yet and would
 // not fit in a payload Secret: it is a bad input like any other, so the
 // engine keeps what runs and replicas, labels, taints, history and cleanup
-// go on.
-func fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input) error {
+// go on. It returns the payload Secret it encoded (nil when the payload is
+// stored already or absent).
+func payloadFits(pool *nodepoolv1.NodePool, in *rollout.Input) (*corev1.Secret, error) {
 	if in.Latest == nil {
-		return nil
+		return nil, nil
 	}
 	if _, stored := in.Payloads[in.Latest.Hash]; stored {
-		return nil
+		return nil, nil
 	}
 	s, err := secrets.NewPayloadSecret(pool.Namespace, secrets.PayloadSecretName(pool.Name, in.Latest.Hash), secrets.FromPayload(in.Latest))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Room for the metadata the Secret carries besides its data.
 	const limit = secrets.MaxDataBytes - 16<<10
 	if n := secrets.DataBytes(s); n > limit {
-		return &rollout.PayloadTooLargeError{Bytes: n, Limit: limit}
+		return nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: limit}
 	}
 	fragments := 0
 	for _, f := range in.Latest.Fragments {
 		fragments += len(f)
 	}
 	if n := max(len(in.Latest.Ignition), fragments); n > secrets.MaxInflatedBytes {
-		return &rollout.PayloadTooLargeError{Bytes: n, Limit: secrets.MaxInflatedBytes, Inflated: true}
+		return nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: secrets.MaxInflatedBytes, Inflated: true}
 	}
-	return nil
+	return s, nil
 }

@@ -40,6 +40,13 @@ type Settings struct {
 	// the CLI (the ConfigMap nodepool-controller-settings). Default
 	// nodepool-system.
 	PublishNamespace string
+	// RenderCacheSize is how many pools' rendered inputs the render cache
+	// keeps (the least recently reconciled are forgotten first): at least
+	// the pools of the shard. Default 20000.
+	RenderCacheSize int
+	// Shard is the part of the fleet this controller owns (shard.go); the
+	// zero Shard owns every pool.
+	Shard Shard
 	// Clock returns now; nil means time.Now. Tests run long spans (token
 	// rotation over days) with a clock that runs faster than real time.
 	Clock func() time.Time
@@ -67,6 +74,9 @@ func (s *Settings) Default() {
 	}
 	if s.NodeUpdateNamespace == "" {
 		s.NodeUpdateNamespace = DefaultNodeUpdateNamespace
+	}
+	if s.RenderCacheSize == 0 {
+		s.RenderCacheSize = 20000
 	}
 }
 

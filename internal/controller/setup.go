@@ -25,11 +25,14 @@ func AddToScheme(s *runtime.Scheme) error {
 	return nodepoolv1.AddToScheme(s)
 }
 
-// CacheOptions keeps the manager's cache small: Secrets are cached with
-// their data only when they belong to a pool; the content of other Secrets
-// (pull secrets) is read uncached, once per reconcile, through APIReader.
+// CacheOptions keeps the manager's cache small: no object keeps its
+// managedFields; Secrets are cached with their data only when they belong
+// to a pool, ConfigMaps by their metadata only; the content of other
+// Secrets (pull secrets) and of ConfigMaps is read uncached through
+// APIReader when their resourceVersion changes (inputReader).
 func CacheOptions() ctrlcache.Options {
 	return ctrlcache.Options{
+		DefaultTransform: ctrlcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]ctrlcache.ByObject{
 			&corev1.Secret{}: {Transform: func(in any) (any, error) {
 				if s, ok := in.(*corev1.Secret); ok {
@@ -69,9 +72,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 		APIReader:    mgr.GetAPIReader(),
 		Cache:        mgr.GetCache(),
 		ClusterCache: cc,
-		Recorder:     mgr.GetEventRecorder("nodepool-controller"),
+		Recorder:     mgr.GetEventRecorder(settings.Shard.FieldManager()),
 		Settings:     settings,
 		Clock:        settings.Clock,
+	}
+	settings.Default()
+	reader := newInputReader(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), 1024)
+	if r.renders, err = newRenderCache(reader, settings.Inputs, settings.RenderCacheSize); err != nil {
+		return err
 	}
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err

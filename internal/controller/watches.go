@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -38,6 +40,9 @@ func byPoolLabel(_ context.Context, o client.Object) []reconcile.Request {
 // depends on it: the pools of its namespace that reference it, or every
 // pool for the management config.
 func (r *Reconciler) poolsReferencing(ctx context.Context, o client.Object) []reconcile.Request {
+	if m, ok := o.(*metav1.PartialObjectMetadata); ok && m.Kind == "ConfigMap" {
+		o = &corev1.ConfigMap{ObjectMeta: m.ObjectMeta} // ConfigMaps are watched by their metadata
+	}
 	if _, owned := o.GetLabels()[nodepoolv1.LabelPool]; owned {
 		return nil // the pool's own Secrets are watched through Owns
 	}
@@ -54,7 +59,8 @@ func (r *Reconciler) poolsOfCluster(ctx context.Context, o client.Object) []reco
 
 func (r *Reconciler) pools(ctx context.Context, namespace string, match func(*nodepoolv1.NodePool) bool) []reconcile.Request {
 	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	// Read-only: no copy of every pool for each event.
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -124,16 +130,42 @@ func (r *Reconciler) watchTemplates(t inputs.TemplateInput) error {
 		_, clone := o.GetLabels()[nodepoolv1.LabelPool]
 		return !clone
 	})
-	err := r.controller.Watch(source.Kind(r.Cache, obj, handler.TypedEnqueueRequestsFromMapFunc(
+	byRef := handler.TypedEnqueueRequestsFromMapFunc(
 		func(ctx context.Context, o *unstructured.Unstructured) []reconcile.Request {
 			return r.pools(ctx, o.GetNamespace(), func(p *nodepoolv1.NodePool) bool {
 				ref := p.Spec.InfrastructureTemplateRef
 				return ref.Name == o.GetName() && ref.Kind == gvk.Kind && ref.APIGroup == gvk.Group
 			})
-		}), notClone))
+		})
+	err := r.controller.Watch(source.Kind(r.Cache, obj, createdLowPriority(byRef), notClone))
 	if err != nil {
 		r.watchedTemplates.Delete(gvk)
 		return fmt.Errorf("watching %s: %w", gvk, err)
 	}
 	return nil
+}
+
+// configMapMetadata is what the controller watches of ConfigMaps: their
+// metadata only (their content is read when their version changes, see
+// inputReader).
+func configMapMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(configMapGVK)
+	return m
+}
+
+// createdLowPriority queues the pools of a created template behind edits:
+// a watch started while the controller runs replays every existing
+// template as created, which would otherwise queue every pool of the
+// template ahead of the pools edited meanwhile.
+func createdLowPriority(h handler.TypedEventHandler[*unstructured.Unstructured, reconcile.Request]) handler.TypedEventHandler[*unstructured.Unstructured, reconcile.Request] {
+	return handler.TypedFuncs[*unstructured.Unstructured, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[*unstructured.Unstructured], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			e.IsInInitialList = true // low priority, where the queue has priorities
+			h.Create(ctx, e, q)
+		},
+		UpdateFunc:  h.Update,
+		DeleteFunc:  h.Delete,
+		GenericFunc: h.Generic,
+	}
 }

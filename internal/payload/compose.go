@@ -1,6 +1,7 @@
 package payload
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,12 +180,17 @@ func ComposePinned(running, latest *Payload) (*Payload, error) {
 		return nil, fmt.Errorf("cannot compose payloads of pools %q and %q", running.Pool, latest.Pool)
 	}
 	frags := make(map[inputs.Component][]byte, len(latest.Fragments))
+	same := true // as latest: nothing is pinned
 	for _, c := range inputs.Components() {
 		f, ok := running.Fragments[c]
 		if c.IsFresh() || !ok {
 			f = latest.Fragments[c]
 		}
 		frags[c] = f
+		same = same && bytes.Equal(f, latest.Fragments[c])
+	}
+	if same && len(latest.Fragments) == len(frags) {
+		return latest, nil // equal fragments compose an equal payload
 	}
 	return Compose(latest.Pool, frags)
 }

@@ -157,3 +157,34 @@ func TestManagementDriftLeavesOutOwnerIntent(t *testing.T) {
 		t.Errorf("drift in %q, want pull-secret,renderer", got)
 	}
 }
+
+func TestHashOfIsTheHashComposeGives(t *testing.T) {
+	p, _, err := payload.Render(inputstest.New().MustGather(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := payload.HashOf(p.Pool, p.Fragments); got != p.Hash {
+		t.Fatalf("HashOf = %s, Compose gave %s", got, p.Hash)
+	}
+	if payload.HashOf("other", p.Fragments) == p.Hash {
+		t.Fatal("the hash does not cover the pool name")
+	}
+}
+
+func TestComposePinnedWithNothingPinnedIsLatest(t *testing.T) {
+	p, _, err := payload.Render(inputstest.New().MustGather(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := payload.ComposePinned(p, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := payload.Compose(p.Pool, p.Fragments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != again.Hash || string(got.Ignition) != string(again.Ignition) {
+		t.Fatal("composing nothing pinned differs from composing the latest fragments")
+	}
+}

@@ -1,0 +1,172 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/inputstest"
+	"nodepool.dev/nodepool/internal/observe"
+	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// countingReader counts the Gets that reach the API server.
+type countingReader struct {
+	client.Reader
+	gets atomic.Int64
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets.Add(1)
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func cacheResults() (hit, shared, miss float64) {
+	return testutil.ToFloat64(renderCacheResults.WithLabelValues("hit")), testutil.ToFloat64(renderCacheResults.WithLabelValues("shared")),
+		testutil.ToFloat64(renderCacheResults.WithLabelValues("miss"))
+}
+
+// TestRenderCacheNeverServesAChangedInput renders a pool's payload through
+// the cache after each kind of edit and compares it with a render from
+// scratch: an unchanged pool is not rendered again, a changed input always is.
+func TestRenderCacheNeverServesAChangedInput(t *testing.T) {
+	ctx := context.Background()
+	w := inputstest.New()
+	c := w.Client().(client.Client)
+	api := &countingReader{Reader: c}
+	rc, err := newRenderCache(newInputReader(c, c, api, 16), w.Settings, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Settings: Settings{Inputs: w.Settings}, renders: rc}
+
+	// check renders pool through the cache and from scratch, and fails
+	// when they differ.
+	check := func(what string, pool *nodepoolv1.NodePool, payloads map[string]bool) rollout.Input {
+		t.Helper()
+		fresh := &nodepoolv1.NodePool{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), fresh); err != nil {
+			t.Fatal(err)
+		}
+		var want rollout.Input
+		if _, err := observe.Latest(ctx, c, fresh, w.Settings, &want); err != nil || want.RenderErr != nil {
+			t.Fatalf("%s: rendering from scratch: %v %v", what, err, want.RenderErr)
+		}
+		var got rollout.Input
+		if _, err := r.latest(ctx, fresh, &got); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		// The stored payloads, as the pool's Secrets would give them.
+		got.Payloads = map[string]*payload.Payload{}
+		if payloads[want.Hashes.Payload] {
+			got.Payloads[want.Hashes.Payload] = want.Latest
+		}
+		if err := r.fitsInASecret(fresh, &got); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got.RenderErr != nil || got.Latest == nil {
+			t.Fatalf("%s: no latest payload: %v", what, got.RenderErr)
+		}
+		if got.Hashes != want.Hashes || got.TemplateName != want.TemplateName || got.Latest.Hash != want.Latest.Hash ||
+			string(got.Latest.Ignition) != string(want.Latest.Ignition) {
+			t.Fatalf("%s: the cache served %+v (template %s), a render gives %+v (template %s)", what, got.Hashes, got.TemplateName, want.Hashes, want.TemplateName)
+		}
+		return got
+	}
+	pool := w.Pool
+	h0, _, m0 := cacheResults()
+	first := check("first reconcile", pool, nil)
+	if _, _, m := cacheResults(); m != m0+1 {
+		t.Fatalf("the first reconcile was not rendered")
+	}
+	gets := api.gets.Load()
+	check("unchanged, payload not stored yet", pool, nil)
+	check("unchanged, payload stored", pool, map[string]bool{first.Hashes.Payload: true})
+	if h, _, m := cacheResults(); h != h0+2 || m != m0+1 {
+		t.Fatalf("an unchanged pool was rendered again (hits %v, misses %v)", h-h0, m-m0)
+	}
+	if n := api.gets.Load() - gets; n != 0 {
+		t.Fatalf("an unchanged pool read the API server %d times", n)
+	}
+
+	edit := func(obj client.Object, change func()) {
+		t.Helper()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		change()
+		if err := c.Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := first.Hashes
+	changed := func(what string) {
+		t.Helper()
+		_, _, m := cacheResults()
+		got := check(what, pool, nil)
+		if got.Hashes.Payload == last.Payload && got.TemplateName == first.TemplateName {
+			t.Fatalf("%s: nothing changed", what)
+		}
+		if _, _, m2 := cacheResults(); m2 != m+1 {
+			t.Fatalf("%s: not rendered again", what)
+		}
+		last = got.Hashes
+	}
+	chrony := &corev1.ConfigMap{}
+	chrony.Namespace, chrony.Name = inputstest.Namespace, "chrony"
+	edit(chrony, func() {
+		chrony.Data[inputs.ConfigKey] = inputstest.ChronyConfig + "# edited\n" + "passwd: {users: [{name: ops}]}\n"
+	})
+	changed("a user config edit")
+	mc := &corev1.ConfigMap{}
+	mc.Namespace, mc.Name = inputs.DefaultManagementConfig.Namespace, inputs.DefaultManagementConfig.Name
+	edit(mc, func() {
+		mc.Data[inputs.ManagementConfigKey] = "apiServerProxyImage: registry.example/haproxy@sha256:" + strings.Repeat("b", 64) + "\n"
+	})
+	changed("a management bump")
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetGroupVersionKind(w.Template.GroupVersionKind())
+	tmpl.SetNamespace(inputstest.Namespace)
+	tmpl.SetName("small")
+	edit(tmpl, func() { _ = unstructured.SetNestedField(tmpl.Object, "8Gi", "spec", "template", "spec", "memory") })
+	before := last
+	got := check("a template edit", pool, nil)
+	if got.TemplateName == first.TemplateName || got.Hashes == before {
+		t.Fatalf("a template edit was served from the cache")
+	}
+	edit(pool, func() { pool.Spec.Release.Version = "v1.36.4" })
+	changed("a spec edit")
+	cluster := w.Cluster.DeepCopy()
+	edit(cluster, func() { cluster.Spec.ControlPlaneEndpoint.Host = "api2.prod-1.example" })
+	changed("a Cluster endpoint edit")
+
+	// A second pool of the same spec composes from the first's render.
+	second := pool.DeepCopy()
+	second.Name, second.ResourceVersion = "workers-b", ""
+	if err := c.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	_, s1, _ := cacheResults()
+	check("a second pool", second, nil)
+	if _, s, _ := cacheResults(); s != s1+1 {
+		t.Fatalf("a new pool of a spec seen before rendered its inputs again")
+	}
+	edit(mc, func() {
+		mc.Data[inputs.ManagementConfigKey] = "apiServerProxyImage: registry.example/haproxy@sha256:" + strings.Repeat("c", 64) + "\n"
+	})
+	check("the bump, first pool", pool, nil)
+	_, s0, _ := cacheResults()
+	check("the bump, second pool", second, nil)
+	if _, s, _ := cacheResults(); s != s0+1 {
+		t.Fatalf("the second pool rendered the inputs the first had rendered")
+	}
+}

@@ -1,0 +1,14 @@
+package payload
+
+import "nodepool.dev/nodepool/internal/inputs"
+
+// HashOf is the payload hash Compose(pool, fragments) gives, without
+// composing: the render cache knows from it whether the pool's payload is
+// stored already.
+func HashOf(pool string, fragments map[inputs.Component][]byte) string {
+	m := make(Manifest, len(fragments))
+	for c, f := range fragments {
+		m[c] = Digest(f)
+	}
+	return payloadHash(pool, m)
+}

@@ -1,0 +1,449 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/sim"
+	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/sim/simtest"
+	"nodepool.dev/nodepool/test/harness"
+)
+
+// Environment of BenchmarkFleet.
+const (
+	// PoolsEnv lists the fleet sizes, comma-separated (default 1000).
+	PoolsEnv = "NODEPOOL_BENCH_POOLS"
+	// OutEnv is the folder of the summary (default bin/bench).
+	OutEnv = "NODEPOOL_BENCH_OUT"
+)
+
+// fleetResult is one fleet size's figures (the JSON summary's rows).
+type fleetResult struct {
+	Pools                 int     `json:"pools"`
+	SettleSeconds         float64 `json:"settleSeconds"`
+	ResyncSeconds         float64 `json:"resyncSeconds"`
+	ResyncWrites          float64 `json:"resyncWrites"`
+	ResyncRenders         float64 `json:"resyncRenders"`
+	ResyncComposes        float64 `json:"resyncComposes"`
+	ResyncCPUSeconds      float64 `json:"resyncCPUSeconds"`
+	BumpCPUSeconds        float64 `json:"bumpCPUSeconds"`
+	BumpSeconds           float64 `json:"bumpSeconds"`
+	BumpRenders           float64 `json:"bumpRenders"`
+	BumpComposes          float64 `json:"bumpComposes"`
+	PoolsRolled           int     `json:"poolsRolled"`
+	RSSBytesPerPool       float64 `json:"rssBytesPerPool"`
+	HeapBytesPerPool      float64 `json:"heapBytesPerPool"`
+	RSSBytes              float64 `json:"rssBytes"`
+	HeapInuseBytes        float64 `json:"heapInuseBytes"`
+	EditToPatchP50Seconds float64 `json:"editToPatchP50Seconds"`
+	EditToPatchP99Seconds float64 `json:"editToPatchP99Seconds"`
+	LoadAverage           string  `json:"loadAverage"`
+}
+
+// BenchmarkFleet runs `nodepool controller` in its own process over fleets
+// of pools with no machines (every other one InPlace) on the test control
+// plane, for each size of NODEPOOL_BENCH_POOLS, then a 3-machine rollout
+// through nodepool next to the same rollout of a bare MachineDeployment.
+// It prints one table and writes summary.json to NODEPOOL_BENCH_OUT. Run
+// it once: -benchtime 1x.
+func BenchmarkFleet(b *testing.B) {
+	sizes := []int{1000}
+	if v := os.Getenv(PoolsEnv); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("%s=%q: want positive numbers, comma-separated", PoolsEnv, v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	out := os.Getenv(OutEnv)
+	if out == "" {
+		out = filepath.Join("..", "..", "bin", "bench")
+	}
+	dir := b.TempDir()
+	bin := buildNodepool(b, dir)
+	var results []fleetResult
+	for _, n := range sizes {
+		results = append(results, runFleet(b, bin, dir, n))
+	}
+	ratio := runRolloutComparison(b, bin, dir)
+
+	host, _ := os.Hostname()
+	summary := map[string]any{"date": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": runtime.NumCPU(),
+		"fleets": results, "rollout": ratio}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	j, _ := json.MarshalIndent(summary, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "summary.json"), j, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	var t strings.Builder
+	fmt.Fprintf(&t, "\nfleet benchmark, %s, %d CPUs\n", summary["date"], runtime.NumCPU())
+	fmt.Fprintf(&t, "| %-44s |", "pools")
+	for _, r := range results {
+		fmt.Fprintf(&t, " %10d |", r.Pools)
+	}
+	row := func(name string, f func(fleetResult) string) {
+		fmt.Fprintf(&t, "\n| %-44s |", name)
+		for _, r := range results {
+			fmt.Fprintf(&t, " %10s |", f(r))
+		}
+	}
+	secs := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + " s" }
+	row("settle (create every pool to Ready)", func(r fleetResult) string { return secs(r.SettleSeconds) })
+	row("full no-op resync (restart)", func(r fleetResult) string { return secs(r.ResyncSeconds) })
+	row("  API writes / renders / composes in it", func(r fleetResult) string {
+		return fmt.Sprintf("%.0f/%.0f/%.0f", r.ResyncWrites, r.ResyncRenders, r.ResyncComposes)
+	})
+	row("  controller CPU in it (start included)", func(r fleetResult) string { return secs(r.ResyncCPUSeconds) })
+	row("management bump visible on every pool", func(r fleetResult) string { return secs(r.BumpSeconds) })
+	row("  controller CPU in it", func(r fleetResult) string { return secs(r.BumpCPUSeconds) })
+	row("  pools rolled / renders / composes", func(r fleetResult) string {
+		return fmt.Sprintf("%d/%.0f/%.0f", r.PoolsRolled, r.BumpRenders, r.BumpComposes)
+	})
+	row("controller RSS per pool (total)", func(r fleetResult) string {
+		return fmt.Sprintf("%.1f KiB", r.RSSBytesPerPool/1024)
+	})
+	row("controller heap in use per pool", func(r fleetResult) string { return fmt.Sprintf("%.1f KiB", r.HeapBytesPerPool/1024) })
+	row("controller RSS / heap in use, total", func(r fleetResult) string {
+		return fmt.Sprintf("%.0f/%.0f MiB", r.RSSBytes/(1<<20), r.HeapInuseBytes/(1<<20))
+	})
+	row("edit -> MachineDeployment patch p50, resync", func(r fleetResult) string { return secs(r.EditToPatchP50Seconds) })
+	row("edit -> MachineDeployment patch p99, resync", func(r fleetResult) string { return secs(r.EditToPatchP99Seconds) })
+	row("load average (1 min, at the end)", func(r fleetResult) string { return r.LoadAverage })
+	fmt.Fprintf(&t, "\n3-machine rollout: nodepool %.1f s, bare MachineDeployment %.1f s, ratio %.3f\n",
+		ratio["nodepoolSeconds"], ratio["bareSeconds"], ratio["ratio"])
+	b.Log(t.String())
+	fmt.Println(t.String())
+}
+
+// fleet is a running control plane with a controller process.
+type fleet struct {
+	env        *harness.Env
+	c          client.Client
+	bin, dir   string
+	kubeconfig string
+	args       []string
+}
+
+func (f *fleet) start(b *testing.B) *controllerProcess {
+	return startController(b, f.bin, f.kubeconfig, filepath.Join(f.dir, "controller.log"), f.args...)
+}
+
+func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*fleet, *simtest.PayloadServer) {
+	b.Helper()
+	ctx := context.Background()
+	env, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	skip := true
+	simMgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: sim.CacheOptions(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, Controller: config.Controller{SkipNameValidation: &skip}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sim.SetupWithManager(env.Context(), simMgr, sim.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	env.Run(simMgr)
+	sub, err := os.MkdirTemp(dir, "fleet-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps, err := simtest.StartPayloadServer(env.Context(), env.Config, sub, ctrl.Log.WithName("payload-server"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	caFile := filepath.Join(sub, "payload-ca.pem")
+	if err := os.WriteFile(caFile, ps.CA, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	c := env.Client
+	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inputs.DefaultManagementConfig.Namespace}}))
+	must(b, c.Create(ctx, managementConfig(1)))
+	f := &fleet{env: env, c: c, bin: bin, dir: sub, kubeconfig: writeKubeconfig(b, env.Config, sub),
+		args: []string{"--payload-server-url", ps.URL, "--payload-server-ca", caFile, "--resync-period", "1h",
+			"--cleanup-grace-period", "1h", "--zap-log-level", "error", "--pprof-bind-address", os.Getenv("NODEPOOL_BENCH_PPROF")}}
+	return f, ps
+}
+
+func managementConfig(v int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: inputs.DefaultManagementConfig.Namespace, Name: inputs.DefaultManagementConfig.Name},
+		Data: map[string]string{inputs.ManagementConfigKey: fmt.Sprintf("apiServerProxyImage: registry.example/haproxy@sha256:%064x\n", v)}}
+}
+
+func must(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func fleetPool(ns, name string, replicas int32, inPlace bool) *nodepoolv1.NodePool {
+	p := &nodepoolv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: nodepoolv1.NodePoolSpec{
+			ClusterName: "c1", Replicas: ptr.To(replicas), Release: nodepoolv1.Release{Version: "v1.36.3"},
+			Config:                    []nodepoolv1.LocalObjectReference{{Name: "chrony"}},
+			InfrastructureTemplateRef: nodepoolv1.TemplateReference{APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: "small"},
+		},
+	}
+	if inPlace {
+		p.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
+	}
+	return p
+}
+
+func chrony(ns, server string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chrony"},
+		Data: map[string]string{inputs.ConfigKey: "ignition: {version: 3.4.0}\nstorage: {files: [{path: /etc/chrony.conf, contents: {source: \"data:,server%20" + server + "\"}}]}\n"}}
+}
+
+func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
+	ctx := context.Background()
+	f, _ := startFleetEnv(b, bin, dir, false)
+	c := f.c
+	const ns = "fleet"
+	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	_, err := simtest.CreateCluster(ctx, c, ns, "c1")
+	must(b, err)
+	must(b, simtest.CreateMachineTemplate(ctx, c, ns, "small", simv1.SimMachineSpec{}))
+	must(b, c.Create(ctx, chrony(ns, "ntp")))
+	res := fleetResult{Pools: n}
+
+	p := f.start(b)
+	time.Sleep(3 * time.Second)
+	rssEmpty, heapEmpty := p.rss(b), p.heapInuse(b)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				must(b, c.Create(ctx, fleetPool(ns, fmt.Sprintf("pool-%05d", i), 0, i%2 == 1)))
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	waitAll(b, c, ns, n, "every pool settled", func(p *nodepoolv1.NodePool) bool {
+		return p.Annotations[nodepoolv1.AnnotationCurrentPayload] != "" && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) &&
+			p.Status.ObservedGeneration == p.Generation
+	})
+	res.SettleSeconds = time.Since(t0).Seconds()
+	b.Logf("%d pools settled in %.1f s", n, res.SettleSeconds)
+	quiet(b, p) // Cluster API's last status updates reconciled
+	targets := dataSecretNames(b, c, ns)
+	p.stop()
+
+	// A full resync of settled pools: a restart reconciles every pool.
+	t1 := time.Now()
+	p = f.start(b)
+	waitReconciles(b, p, n)
+	res.ResyncSeconds = time.Since(t1).Seconds()
+	time.Sleep(2 * time.Second)
+	res.ResyncWrites, res.ResyncRenders, res.ResyncComposes = p.writes(b), p.renders(b, "miss"), p.renders(b, "composed")
+	res.ResyncCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
+	res.RSSBytes, res.HeapInuseBytes = p.rss(b), p.heapInuse(b)
+	res.RSSBytesPerPool = (res.RSSBytes - rssEmpty) / float64(n)
+	res.HeapBytesPerPool = (res.HeapInuseBytes - heapEmpty) / float64(n)
+	b.Logf("full resync %.2f s, %.0f writes, %.0f renders; RSS %.0f MiB, heap %.0f MiB", res.ResyncSeconds, res.ResyncWrites, res.ResyncRenders,
+		res.RSSBytes/(1<<20), res.HeapInuseBytes/(1<<20))
+	p.stop()
+
+	// Edits while the fleet resyncs (a restart): the time from a NodePool
+	// edit to its MachineDeployment's patch.
+	p = f.start(b)
+	waitReconciles(b, p, 1)
+	res.EditToPatchP50Seconds, res.EditToPatchP99Seconds = editLatencies(b, f.env, ns, n)
+	waitReconciles(b, p, n)
+
+	// A management bump across the fleet.
+	missed, composed, cpu := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil)
+	t2 := time.Now()
+	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
+	waitAll(b, c, ns, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
+		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)
+	})
+	res.BumpSeconds = time.Since(t2).Seconds()
+	res.BumpRenders, res.BumpComposes = p.renders(b, "miss")-missed, p.renders(b, "composed")-composed
+	res.BumpCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil) - cpu
+	after := dataSecretNames(b, c, ns)
+	for k, v := range targets {
+		if after[k] != v {
+			res.PoolsRolled++
+		}
+	}
+	res.LoadAverage = loadAverage()
+	b.Logf("management bump visible on every pool after %.2f s, %d rolled, %.0f renders, %.0f composes", res.BumpSeconds, res.PoolsRolled, res.BumpRenders, res.BumpComposes)
+	p.stop()
+	return res
+}
+
+func withVersion(b *testing.B, c client.Client, cm *corev1.ConfigMap) *corev1.ConfigMap {
+	cur := &corev1.ConfigMap{}
+	must(b, c.Get(context.Background(), client.ObjectKeyFromObject(cm), cur))
+	cm.ResourceVersion = cur.ResourceVersion
+	return cm
+}
+
+// editLatencies edits the surge of 100 Replace pools (even numbers), one
+// every 50 ms, and times each until a watch of MachineDeployments shows it.
+func editLatencies(b *testing.B, env *harness.Env, ns string, n int) (p50, p99 float64) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	must(b, err)
+	w, err := wc.Watch(ctx, &clusterv1.MachineDeploymentList{}, client.InNamespace(ns))
+	must(b, err)
+	defer w.Stop()
+	var mu sync.Mutex
+	started, seen := map[string]time.Time{}, map[string]float64{}
+	edits := min(100, n/2)
+	go func() {
+		for ev := range w.ResultChan() {
+			md, ok := ev.Object.(*clusterv1.MachineDeployment)
+			if !ok {
+				continue
+			}
+			if s := md.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; s != nil && s.IntValue() == 2 {
+				mu.Lock()
+				if t, ok := started[md.Name]; ok {
+					if _, done := seen[md.Name]; !done {
+						seen[md.Name] = time.Since(t).Seconds()
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	for i := range edits {
+		name := fmt.Sprintf("pool-%05d", (i*n/edits)&^1)
+		pool := &nodepoolv1.NodePool{}
+		must(b, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pool))
+		patch := client.MergeFrom(pool.DeepCopy())
+		pool.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(2))
+		mu.Lock()
+		started[name] = time.Now()
+		mu.Unlock()
+		must(b, env.Client.Patch(ctx, pool, patch))
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitUntil(b, 10*time.Minute, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == edits
+	})
+	lat := make([]float64, 0, edits)
+	for _, v := range seen {
+		lat = append(lat, v)
+	}
+	sort.Float64s(lat)
+	return lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
+}
+
+func waitAll(b *testing.B, c client.Client, ns string, n int, what string, ok func(*nodepoolv1.NodePool) bool) {
+	b.Helper()
+	deadline := time.Now().Add(60 * time.Minute)
+	for time.Now().Before(deadline) {
+		list := &nodepoolv1.NodePoolList{}
+		if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		good := 0
+		for i := range list.Items {
+			if ok(&list.Items[i]) {
+				good++
+			}
+		}
+		if good == n {
+			return
+		}
+		// A list of the fleet costs the API server (and the machine) too.
+		time.Sleep(time.Duration(300+n/5) * time.Millisecond)
+	}
+	b.Fatalf("timed out waiting for %s", what)
+}
+
+func dataSecretNames(b *testing.B, c client.Client, ns string) map[string]string {
+	b.Helper()
+	list := &clusterv1.MachineDeploymentList{}
+	must(b, c.List(context.Background(), list, client.InNamespace(ns)))
+	out := map[string]string{}
+	for _, md := range list.Items {
+		out[md.Name] = ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, "")
+	}
+	sets := &clusterv1.MachineSetList{}
+	must(b, c.List(context.Background(), sets, client.InNamespace(ns), client.HasLabels{nodepoolv1.LabelPool}))
+	for _, ms := range sets.Items {
+		if _, md := ms.Labels[clusterv1.MachineDeploymentNameLabel]; !md {
+			out[ms.Name] = ptr.Deref(ms.Spec.Template.Spec.Bootstrap.DataSecretName, "") // an InPlace pool's
+		}
+	}
+	return out
+}
+
+// quiet waits until the controller has neither reconciled nor written
+// for 5 s.
+func quiet(b *testing.B, p *controllerProcess) {
+	b.Helper()
+	last, since := -1.0, time.Now()
+	for deadline := time.Now().Add(30 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		now := p.reconciles(b) + p.writes(b)
+		if now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) > 5*time.Second {
+			return
+		}
+	}
+	b.Fatal("the controller never went quiet")
+}
+
+// waitReconciles waits until the controller has reconciled at least n
+// pools (since it started) and returns when the n-th was counted.
+func waitReconciles(b *testing.B, p *controllerProcess, n int) {
+	b.Helper()
+	deadline := time.Now().Add(60 * time.Minute)
+	for time.Now().Before(deadline) {
+		if p.reconciles(b) >= float64(n) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.Fatalf("the controller did not reconcile %d pools", n)
+}

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// controllerProcess is `nodepool controller` in its own process, so that
+// its memory and requests are its own.
+type controllerProcess struct {
+	cmd     *exec.Cmd
+	metrics string
+	done    chan struct{}
+}
+
+// buildNodepool builds the nodepool binary into dir.
+func buildNodepool(b *testing.B, dir string) string {
+	b.Helper()
+	bin := filepath.Join(dir, "nodepool")
+	out, err := exec.Command("go", "build", "-o", bin, "nodepool.dev/nodepool/cmd/nodepool").CombinedOutput()
+	if err != nil {
+		b.Fatalf("building nodepool: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func writeKubeconfig(b *testing.B, cfg *rest.Config, dir string) string {
+	b.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, InsecureSkipTLSVerify: cfg.Insecure}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "admin"}
+	kc.CurrentContext = "bench"
+	path := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+func freePort(b *testing.B) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// startController starts the controller binary with args and waits until
+// its metrics endpoint answers.
+func startController(b *testing.B, bin, kubeconfig, logFile string, args ...string) *controllerProcess {
+	b.Helper()
+	addr := freePort(b)
+	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"controller", "--metrics-bind-address", addr, "--health-probe-bind-address", "0"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlives the benchmark
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &controllerProcess{cmd: cmd, metrics: "http://" + addr + "/metrics", done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = log.Close(); close(p.done) }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := p.scrape(); err == nil {
+			return p
+		}
+		select {
+		case <-p.done:
+			b.Fatalf("the controller exited: see %s", logFile)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the controller's metrics never answered: see %s", logFile)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *controllerProcess) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *controllerProcess) scrape() (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.metrics, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// sum adds the samples of a metric whose labels match (nil matches all);
+// skip drops samples whose label has the value.
+func (p *controllerProcess) sum(b *testing.B, name string, match func(map[string]string) bool) float64 {
+	b.Helper()
+	mfs, err := p.scrape()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mf, ok := mfs[name]
+	if !ok {
+		return 0
+	}
+	total := 0.0
+	for _, m := range mf.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if match != nil && !match(labels) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			total += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			total += m.GetGauge().GetValue()
+		case m.Untyped != nil:
+			total += m.GetUntyped().GetValue()
+		}
+	}
+	return total
+}
+
+func (p *controllerProcess) reconciles(b *testing.B) float64 {
+	return p.sum(b, "controller_runtime_reconcile_total", func(l map[string]string) bool { return l["controller"] == "nodepool" })
+}
+
+// writes counts the controller's API requests that change something.
+func (p *controllerProcess) writes(b *testing.B) float64 {
+	return p.sum(b, "rest_client_requests_total", func(l map[string]string) bool {
+		switch l["method"] {
+		case "GET", "LIST", "WATCH", "HEAD", "OPTIONS":
+			return false
+		}
+		return true
+	})
+}
+
+func (p *controllerProcess) renders(b *testing.B, result string) float64 {
+	return p.sum(b, "nodepool_render_cache_total", func(l map[string]string) bool { return l["result"] == result })
+}
+
+func (p *controllerProcess) heapInuse(b *testing.B) float64 {
+	return p.sum(b, "go_memstats_heap_inuse_bytes", nil)
+}
+
+// rss is the process's resident memory, from /proc.
+func (p *controllerProcess) rss(b *testing.B) float64 {
+	b.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+// loadAverage is the machine's 1-minute load average.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
