@@ -141,25 +141,11 @@ func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 			t.Fatalf("condition %s of pool %s reports a refusal: %s", c.Type, p.Name, c.Message)
 		}
 	}
-	ms := &clusterv1.MachineList{}
-	if err := env.Client.List(ctx, ms, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
+	m, err := stack.ReadMachines(ctx, env.Client, p)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range ms.Items {
-		if !m.DeletionTimestamp.IsZero() {
-			continue
-		}
-		s.machines.Insert(string(m.UID))
-		if !m.Status.NodeRef.IsDefined() {
-			continue
-		}
-		n := &corev1.Node{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, n); err != nil {
-			continue
-		}
-		s.nodes++
-		s.payloads[n.Labels[nodepoolv1.LabelPayload]]++
-	}
+	s.machines, s.nodes, s.payloads = m.UIDs, m.Nodes, m.Payloads
 	s.history = len(revisions(t, p))
 	return s
 }
