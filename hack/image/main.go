@@ -23,19 +23,9 @@ import (
 
 func main() {
 	var o dist.ImageOptions
-	flag.StringVar(&o.Root, "root", ".", "the nodepool checkout")
-	flag.StringVar(&o.Out, "out", "dist", "where the image goes")
-	flag.StringVar(&o.Repository, "repository", "ghcr.io/nodepool-dev/nodepool", "the image's repository; the tag is --version")
-	flag.StringVar(&o.Stamp.Version, "version", "dev", "the version stamped into the binary and the labels")
-	flag.StringVar(&o.Stamp.Revision, "revision", "unknown", "the source revision stamped into the binary and the labels")
-	flag.StringVar(&o.Stamp.Source, "source", "https://github.com/nodepool-dev/nodepool", "the source repository (org.opencontainers.image.source)")
-	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "the image's platforms, comma-separated")
+	complete := dist.ImageFlags(flag.CommandLine, &o, "where the image goes", "dev", "the version stamped into the binary and the labels")
 	flag.Parse()
-	var err error
-	if o.Platforms, err = dist.ParsePlatforms(*platforms); err != nil {
-		fail(err)
-	}
-	if o.Stamp.Created, err = dist.CreatedFromEnv(); err != nil {
+	if err := complete(); err != nil {
 		fail(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -46,7 +36,7 @@ func main() {
 		fail(err)
 	}
 	fmt.Printf("image %s@%s (%s, %.1f MiB compressed) in %s, built in %.0fs\n",
-		res.Tag, res.Digest, *platforms, float64(res.CompressedBytes)/(1<<20), res.Layout, time.Since(start).Seconds())
+		res.Tag, res.Digest, o.Platforms, float64(res.CompressedBytes)/(1<<20), res.Layout, time.Since(start).Seconds())
 	for _, t := range res.DockerTarballs {
 		fmt.Printf("  %s\n", t)
 	}

@@ -27,25 +27,16 @@ import (
 func main() {
 	var o dist.ReleaseOptions
 	im := &o.Image
-	flag.StringVar(&im.Root, "root", ".", "the nodepool checkout")
-	flag.StringVar(&im.Out, "out", "dist", "where the release goes")
-	flag.StringVar(&im.Repository, "repository", "ghcr.io/nodepool-dev/nodepool", "the image's repository, which the manifests pin by digest")
-	flag.StringVar(&im.Stamp.Version, "version", "", "the release, such as v0.1.0 (required)")
-	flag.StringVar(&im.Stamp.Revision, "revision", "unknown", "the source revision")
-	flag.StringVar(&im.Stamp.Source, "source", "https://github.com/nodepool-dev/nodepool", "the source repository")
+	complete := dist.ImageFlags(flag.CommandLine, im, "where the release goes", "", "the release, such as v0.1.0 (required)")
 	flag.StringVar(&o.DownloadURL, "download-url", "", "where the assets are published, for the krew manifest (default <source>/releases/download/<version>)")
-	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "the image's platforms")
 	pluginPlatforms := flag.String("plugin-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "the kubectl plugin's platforms")
 	flag.Parse()
+	if err := complete(); err != nil {
+		fail(err)
+	}
 	var err error
-	if im.Platforms, err = dist.ParsePlatforms(*platforms); err != nil {
-		fail(err)
-	}
 	if o.PluginPlatforms, err = dist.ParsePlatforms(*pluginPlatforms); err != nil {
-		fail(err)
-	}
-	if im.Stamp.Created, err = dist.CreatedFromEnv(); err != nil {
-		fail(err)
+		fail(fmt.Errorf("--plugin-platforms: %w", err))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
