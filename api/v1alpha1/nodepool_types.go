@@ -395,6 +395,11 @@ type NodePoolStatus struct {
 	// replicas is the number of machines.
 	// +optional
 	Replicas int32 `json:"replicas"`
+	// desiredReplicas is the number of machines the pool wants: spec.replicas,
+	// or, for an autoscaled pool, the autoscaler's count within
+	// spec.autoScaling.
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
 	// readyReplicas is the number of machines whose node is ready.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
@@ -459,7 +464,7 @@ type NodePayloadCount struct {
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=np;nps,categories=cluster-api
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`,priority=1
-// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`

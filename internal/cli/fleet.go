@@ -143,8 +143,12 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 			ManagementUpdates: string(p.Spec.Management.ManagementUpdates), Drift: []FleetDrift{},
 		}
 		// The fleet reads the pools' status only (no per-pool observe):
-		// the autoscaler's count is the replicas the status reports.
-		r.Desired = poolmath.DesiredReplicas(&p.Spec, &p.Status.Replicas)
+		// the count the engine last decided, or, before the controller
+		// wrote one, the rule applied to the replicas the status reports.
+		r.Desired = p.Status.DesiredReplicas
+		if r.Desired == 0 {
+			r.Desired = poolmath.DesiredReplicas(&p.Spec, &p.Status.Replicas)
+		}
 		if poolmath.PauseAt(&p, now).Paused {
 			r.Paused = p.Spec.Management.PausedUntil
 		}

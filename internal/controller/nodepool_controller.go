@@ -265,6 +265,7 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 	if plan := rc.plan; plan != nil {
 		st.ObservedGeneration = pool.Generation
 		st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
+		st.DesiredReplicas = plan.Decision.Replicas
 		if md := rc.in.MachineDeployment; md != nil {
 			st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 		}

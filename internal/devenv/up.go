@@ -214,9 +214,9 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (retErr error) {
 	fmt.Fprintf(out, `
 Next, in another terminal:
   export KUBECONFIG=%s
-  kubectl apply -f config/samples/      # a NodePool of 3 in namespace %s
+  kubectl apply -f config/samples/      # from a checkout: a NodePool of 3 in namespace %s
   kubectl get nodepools,machines,nodes -L nodepool.dev/payload
-  make demo                             # the guided tour (nodepool dev demo)
+  nodepool dev demo                     # the guided tour (make demo in a checkout)
 Ctrl-C stops everything; the same command resumes where it stopped.
 
 `, kubeconfig, devNamespace)

@@ -117,6 +117,9 @@ func testAutoscalerActor(t *testing.T, edit func(string, *nodepoolv1.NodePool)) 
 		n, _, _ := specReplicas(t, p)
 		return n == 3 && s.machines.Len() == 3
 	})
+	waitFor(t, p, rolloutTimeout, "status.desiredReplicas (kubectl get's Desired) is the autoscaler's 3", func(s state) bool {
+		return s.pool.Status.DesiredReplicas == 3
+	})
 	if st := rolloutStatus(t, p); st.Desired != 3 || st.Replicas != 3 {
 		t.Errorf("rollout status: desired %d, replicas %d; want 3 and 3", st.Desired, st.Replicas)
 	}
