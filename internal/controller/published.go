@@ -19,8 +19,9 @@ import (
 
 // publishSettings writes the settings `kubectl nodepool plan`, `diff` and
 // `rollout status` need to decide as the controller does into the
-// published-settings ConfigMap (internal/settings), once this replica
-// leads, and again whenever someone changes it.
+// published-settings ConfigMap (internal/settings) once this replica
+// leads, and checks it every minute, so an edit by hand is undone within
+// one.
 func publishSettings(mgr ctrl.Manager, s Settings) error {
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		want := settings.Published{

@@ -224,6 +224,17 @@ func fleetPool(ns, name string, replicas int32, inPlace bool) *nodepoolv1.NodePo
 	return p
 }
 
+// poolNamespace creates namespace ns with what its pools read: the Cluster
+// c1, the template small and the user config chrony.
+func poolNamespace(b *testing.B, c client.Client, ns string) {
+	ctx := context.Background()
+	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	_, err := simtest.CreateCluster(ctx, c, ns, "c1")
+	must(b, err)
+	must(b, simtest.CreateMachineTemplate(ctx, c, ns, "small", simv1.SimMachineSpec{}))
+	must(b, c.Create(ctx, chrony(ns, "ntp")))
+}
+
 func chrony(ns, server string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chrony"},
 		Data: map[string]string{inputs.ConfigKey: "ignition: {version: 3.4.0}\nstorage: {files: [{path: /etc/chrony.conf, contents: {source: \"data:,server%20" + server + "\"}}]}\n"}}
@@ -234,11 +245,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	f, _ := startFleetEnv(b, bin, dir, false)
 	c := f.c
 	const ns = "fleet"
-	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	_, err := simtest.CreateCluster(ctx, c, ns, "c1")
-	must(b, err)
-	must(b, simtest.CreateMachineTemplate(ctx, c, ns, "small", simv1.SimMachineSpec{}))
-	must(b, c.Create(ctx, chrony(ns, "ntp")))
+	poolNamespace(b, c, ns)
 	res := fleetResult{Pools: n}
 
 	p := f.start(b)

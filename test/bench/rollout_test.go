@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,7 +14,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/sim/simtest"
 )
 
@@ -28,11 +26,7 @@ func runRolloutComparison(b *testing.B, bin, dir string) map[string]float64 {
 	f, ps := startFleetEnv(b, bin, dir, true)
 	c := f.c
 	const ns = "rollout"
-	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	_, err := simtest.CreateCluster(ctx, c, ns, "c1")
-	must(b, err)
-	must(b, simtest.CreateMachineTemplate(ctx, c, ns, "small", simv1.SimMachineSpec{}))
-	must(b, c.Create(ctx, chrony(ns, "ntp")))
+	poolNamespace(b, c, ns)
 	waitUntil(b, time.Minute, func() bool {
 		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: secret.Name("c1", secret.Kubeconfig)}, &corev1.Secret{}) == nil
 	})

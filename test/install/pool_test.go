@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -105,11 +104,7 @@ type state struct {
 }
 
 func (s state) String() string {
-	var p []string
-	for k, v := range s.payloads {
-		p = append(p, fmt.Sprintf("%s×%d", k, v))
-	}
-	sort.Strings(p)
+	p := stack.Machines{Payloads: s.payloads}.PayloadCounts()
 	var cs []string
 	for _, c := range s.pool.Status.Conditions {
 		cs = append(cs, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
@@ -119,15 +114,7 @@ func (s state) String() string {
 }
 
 // payload is the one payload every node runs, or "".
-func (s state) payload() string {
-	if len(s.payloads) != 1 {
-		return ""
-	}
-	for k := range s.payloads {
-		return k
-	}
-	return ""
-}
+func (s state) payload() string { return stack.Machines{Payloads: s.payloads}.OnlyPayload() }
 
 func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 	t.Helper()

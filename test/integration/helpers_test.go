@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -105,24 +104,12 @@ type state struct {
 }
 
 func (s state) String() string {
-	var p []string
-	for k, v := range s.payloads {
-		p = append(p, fmt.Sprintf("%s×%d", k, v))
-	}
-	sort.Strings(p)
+	p := stack.Machines{Payloads: s.payloads}.PayloadCounts()
 	return fmt.Sprintf("%d machines, %d nodes, payloads %v, updating %q", s.machines.Len(), s.nodes, p, s.pool.Status.Updating)
 }
 
 // onlyPayload returns the payload label all nodes carry, or "".
-func (s state) onlyPayload() string {
-	if len(s.payloads) != 1 {
-		return ""
-	}
-	for k := range s.payloads {
-		return k
-	}
-	return ""
-}
+func (s state) onlyPayload() string { return stack.Machines{Payloads: s.payloads}.OnlyPayload() }
 
 func observe(t *testing.T, p *nodepoolv1.NodePool) state {
 	t.Helper()

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -45,4 +46,26 @@ func ReadMachines(ctx context.Context, c client.Reader, p *nodepoolv1.NodePool) 
 		out.Payloads[n.Labels[nodepoolv1.LabelPayload]]++
 	}
 	return out, nil
+}
+
+// OnlyPayload is the payload label every node carries, "" when the nodes
+// carry several or there are none.
+func (m Machines) OnlyPayload() string {
+	if len(m.Payloads) != 1 {
+		return ""
+	}
+	for k := range m.Payloads {
+		return k
+	}
+	return ""
+}
+
+// PayloadCounts lists the nodes by payload label, "<label>×<count>", sorted.
+func (m Machines) PayloadCounts() []string {
+	var p []string
+	for k, v := range m.Payloads {
+		p = append(p, fmt.Sprintf("%s×%d", k, v))
+	}
+	sort.Strings(p)
+	return p
 }
