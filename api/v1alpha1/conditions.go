@@ -35,6 +35,16 @@ const (
 	// and payload Secret the pool's machines depend on exists, is the
 	// controller's own and is not being deleted.
 	ConditionBootstrapDataAvailable = "BootstrapDataAvailable"
+	// ConditionMaintenanceWindow is True when a rollout the pool's
+	// maintenance settings gate may start now (inside a window, or the pool
+	// has no windows), False while one waits (ReasonOutsideMaintenanceWindow,
+	// ReasonInMaintenanceExclusion); the message names the next window.
+	ConditionMaintenanceWindow = "MaintenanceWindow"
+	// ConditionRolloutHealthy is False when the pool's health gate stopped
+	// or is undoing a rollout (ReasonRolloutHalted, ReasonRollingBack,
+	// ReasonProgressDeadlineExceeded); the message names the machine and
+	// the failing signal.
+	ConditionRolloutHealthy = "RolloutHealthy"
 )
 
 // Condition reasons of a NodePool.
@@ -93,6 +103,21 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonReadFailed says the pool's objects or inputs could not be read.
 	ReasonReadFailed = "ReadFailed"
+	// ReasonOutsideMaintenanceWindow says a gated rollout waits for the
+	// pool's next maintenance window.
+	ReasonOutsideMaintenanceWindow = "OutsideMaintenanceWindow"
+	// ReasonInMaintenanceExclusion says a gated rollout waits for a
+	// maintenance exclusion to end.
+	ReasonInMaintenanceExclusion = "InMaintenanceExclusion"
+	// ReasonRolloutHalted says the health gate stopped a rollout: no
+	// further machine is replaced until the owner changes the pool.
+	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonRollingBack says the health gate is returning the pool to the
+	// previous revision's payload.
+	ReasonRollingBack = "RollingBack"
+	// ReasonProgressDeadlineExceeded says a new machine did not become
+	// healthy within the pool's progress deadline.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // Annotations, labels and finalizers.
