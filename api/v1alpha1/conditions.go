@@ -135,6 +135,16 @@ const (
 	// AnnotationBootedPayload on a Node is the full payload hash of the
 	// payload the node booted (LabelPayload holds only a prefix).
 	AnnotationBootedPayload = "nodepool.dev/booted-payload"
+	// LabelTemplateSourceUID and LabelTemplateSourceGeneration on an
+	// infrastructure template clone are the UID and generation of the
+	// template it was cloned from, and AnnotationTemplateSourceSpec the
+	// template's spec then, as the canonical JSON its name was derived
+	// from. A template whose generation is unchanged is the owner's same
+	// intent: its content is read from this record, so a provider upgrade
+	// that defaults a new field or serves a new version rolls no pool.
+	LabelTemplateSourceUID        = "nodepool.dev/template-source-uid"
+	LabelTemplateSourceGeneration = "nodepool.dev/template-source-generation"
+	AnnotationTemplateSourceSpec  = "nodepool.dev/template-source-spec"
 	// Finalizer lets the controller clean up a deleted pool's objects.
 	Finalizer = "nodepool.dev/finalizer"
 	// FinalizerInUse is on every user-data, token and payload Secret the

@@ -79,7 +79,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create;patch;delete
 //
 // Leader election, in the controller's namespace only (a Role): the Lease,
 // and the core Events announcing a new leader.
