@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -429,6 +430,15 @@ type NodePoolStatus struct {
 	// +listType=map
 	// +listMapKey=component
 	PendingManagementChanges []PendingManagementChange `json:"pendingManagementChanges,omitempty"`
+	// revisions are the rollout records (ControllerRevisions named
+	// <pool>-r<revision>) the controller wrote, oldest first: a
+	// ControllerRevision not listed here is not the pool's record,
+	// whatever its owner reference claims, and `kubectl nodepool rollout
+	// history` and `undo` leave it out.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Revisions []RevisionReference `json:"revisions,omitempty"`
 	// nodes counts nodes by the payload they booted, as the nodes report it.
 	// +optional
 	// +listType=map
@@ -447,6 +457,14 @@ type PendingManagementChange struct {
 	Current string `json:"current"`
 	// desired is the digest of the component in the latest payload.
 	Desired string `json:"desired"`
+}
+
+// RevisionReference names one rollout record of the pool.
+type RevisionReference struct {
+	// revision is the record's number.
+	Revision int64 `json:"revision"`
+	// uid is the ControllerRevision's UID, which the API server assigns.
+	UID types.UID `json:"uid"`
 }
 
 // NodePayloadCount is how many nodes booted one payload.

@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -89,13 +88,7 @@ func revisions(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) 
 	if err := c.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
 		return nil, fmt.Errorf("listing the rollout history (ControllerRevisions) of %s/%s: %w", pool.Namespace, pool.Name, err)
 	}
-	var owned []appsv1.ControllerRevision
-	for _, cr := range list.Items {
-		if metav1.IsControlledBy(&cr, pool) {
-			owned = append(owned, cr)
-		}
-	}
-	history.Sort(owned)
+	owned := history.Records(pool, list.Items)
 	var out []history.Entry
 	for i := range owned {
 		e, err := history.Decode(&owned[i])
