@@ -207,9 +207,11 @@ func holds(e nodepoolv1.MaintenanceExclusion, class Class, emergency bool) bool 
 type Gate struct {
 	// Open: it may start now.
 	Open bool
-	// Allowed is the interval it may start in: the one open now (Start at
-	// most now), or the next one. Found is false when none opens within
-	// five years.
+	// Allowed is the interval it may start in: the one open now, or the
+	// next one. Its Start is when it opened (the window's opening, or the
+	// end of an exclusion that held it; zero when nothing ever closed it),
+	// so it is the same at every look during the interval. Found is false
+	// when none opens within five years.
 	Allowed Interval
 	Found   bool
 	// Exclusion names the exclusion that holds it now ("" when a window
@@ -224,7 +226,7 @@ type Gate struct {
 // scope whatever the windows say.
 func (c *Calendar) GateAt(now time.Time, class Class, emergency bool) Gate {
 	if c == nil {
-		return Gate{Open: true, Found: true, Allowed: Interval{Start: now}}
+		return Gate{Open: true, Found: true}
 	}
 	if c.Err != nil && (c.gate[class] && !emergency) {
 		return Gate{Invalid: true}
@@ -233,18 +235,19 @@ func (c *Calendar) GateAt(now time.Time, class Class, emergency bool) Gate {
 	g := Gate{}
 	t := now
 	for range maxMerge {
-		iv := Interval{Start: t}
+		var iv Interval
 		if useWindows {
 			var ok bool
 			if iv, ok = c.windowFrom(t); !ok {
 				return g
 			}
-			if iv.Start.Before(t) {
-				iv.Start = t
-			}
 		}
-		if e, ok := c.exclusionAt(iv.Start, class, emergency); ok {
-			if iv.Start.Equal(now) && g.Exclusion == "" {
+		probe := t
+		if iv.Start.After(t) {
+			probe = iv.Start
+		}
+		if e, ok := c.exclusionAt(probe, class, emergency); ok {
+			if probe.Equal(now) && g.Exclusion == "" {
 				g.Exclusion = e.Name
 			}
 			t = e.End.Time
@@ -254,12 +257,20 @@ func (c *Calendar) GateAt(now time.Time, class Class, emergency bool) Gate {
 			continue
 		}
 		for _, e := range c.exclusions {
-			if holds(e, class, emergency) && e.Start.After(iv.Start) && (iv.End.IsZero() || e.Start.Time.Before(iv.End)) {
+			if !holds(e, class, emergency) {
+				continue
+			}
+			// An exclusion that ended inside the interval opened it.
+			if e.End.After(iv.Start) && !e.End.After(probe) {
+				iv.Start = e.End.Time
+			}
+			// One that starts inside it closes it.
+			if e.Start.After(probe) && (iv.End.IsZero() || e.Start.Time.Before(iv.End)) {
 				iv.End = e.Start.Time
 			}
 		}
 		g.Allowed, g.Found = iv, true
-		g.Open = iv.Start.Equal(now)
+		g.Open = iv.Contains(now)
 		if g.Open {
 			g.Exclusion = ""
 		}
