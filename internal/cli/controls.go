@@ -17,6 +17,7 @@ import (
 
 func newRestartCommand(o *Options) *cobra.Command {
 	var at string
+	var outside *outsideWindowsFlags
 	cmd := &cobra.Command{
 		Use:   "restart POOL",
 		Short: "Replace every machine of a pool, now or at a time",
@@ -31,6 +32,9 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
   kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outside.check(); err != nil {
+				return err
+			}
 			when, what := forcedNow(o.now()), "restarted"
 			if at != "" {
 				t, err := timeFlag("at", at)
@@ -46,6 +50,7 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
 			}
 			err = patchPool(ctx, c, pool, "spec.management.rolloutAfter", func(p *nodepoolv1.NodePool) {
 				p.Spec.Management.RolloutAfter = &metav1.Time{Time: when}
+				outside.set(p, when)
 			})
 			if err != nil {
 				return err
@@ -54,10 +59,12 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
 				what = "restart scheduled"
 			}
 			o.warnPaused(pool)
+			o.warnWindow(pool, outside)
 			return o.done(pool, "%s %s: every machine created before %s is replaced\n", poolRef(pool), what, when.Format(time.RFC3339))
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "when to replace the machines, an RFC3339 time (default: now)")
+	outside = addOutsideWindowsFlags(cmd)
 	return cmd
 }
 
@@ -143,6 +150,7 @@ pool that is not paused changes nothing.`,
 
 func newApplyPendingCommand(o *Options) *cobra.Command {
 	var force bool
+	var outside *outsideWindowsFlags
 	cmd := &cobra.Command{
 		Use:   "apply-pending POOL",
 		Short: "Roll the pool's nodes to apply pending platform changes",
@@ -159,6 +167,9 @@ replace every machine for nothing; --force does it anyway.`,
   kubectl nodepool rollout apply-pending workers`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outside.check(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			c, pool, err := o.getPool(ctx, args[0])
 			if err != nil {
@@ -171,12 +182,14 @@ replace every machine for nothing; --force does it anyway.`,
 			if len(pending) == 0 && !force {
 				return fmt.Errorf("%s has no pending platform changes (status.pendingManagementChanges is empty): nothing to apply; use kubectl nodepool rollout restart to replace every machine anyway, or --force", poolRef(pool))
 			}
-			at := forcedNow(o.now()).Format(time.RFC3339)
+			forced := forcedNow(o.now())
+			at := forced.Format(time.RFC3339)
 			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", func(p *nodepoolv1.NodePool) {
 				if p.Annotations == nil {
 					p.Annotations = map[string]string{}
 				}
 				p.Annotations[rollout.AnnotationApplyPending] = at
+				outside.set(p, forced)
 			}); err != nil {
 				return err
 			}
@@ -185,10 +198,12 @@ replace every machine for nothing; --force does it anyway.`,
 				what = "applying " + strings.Join(pending, ", ") + ": " + what
 			}
 			o.warnPaused(pool)
+			o.warnWindow(pool, outside)
 			return o.done(pool, "%s apply-pending requested (initiator platform); %s\n", poolRef(pool), what)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace every machine even with no pending platform change")
+	outside = addOutsideWindowsFlags(cmd)
 	return cmd
 }
 

@@ -41,6 +41,16 @@ type RolloutStatus struct {
 	// Note is extra information on a complete rollout, such as a forced
 	// rollout scheduled later.
 	Note string `json:"note,omitempty"`
+	// NextWindow is when the pool's next maintenance window opens (unset
+	// while one is open, or without maintenance settings), DriftDeadline
+	// when pending platform drift reaches its deadline, and RollsAt when a
+	// rollout the windows hold starts (window.go).
+	NextWindow    *time.Time `json:"nextWindow,omitempty"`
+	DriftDeadline *time.Time `json:"driftDeadline,omitempty"`
+	RollsAt       *time.Time `json:"rollsAt,omitempty"`
+
+	// heldByWindow says why a maintenance window holds the rollout.
+	heldByWindow string
 
 	pausedIndefinitely bool
 	// idle is true when no rollout was in progress.
@@ -119,6 +129,8 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 			return finish(&ExitError{Code: ExitFailure, Err: fmt.Errorf("rollout of %s %s: %s", poolRef(pool), st.failedVerb(), st.Message)})
 		case st.Phase == PhaseComplete || !watch:
 			return finish(nil)
+		case st.Phase == PhasePaused && st.heldByWindow != "":
+			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s waits for its maintenance window: %s", poolRef(pool), st.heldByWindow)})
 		case st.pausedIndefinitely:
 			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s is paused (spec.management.pausedUntil: \"true\"): run `kubectl nodepool rollout resume %s` to let it start", poolRef(pool), pool.Name)})
 		}
@@ -162,6 +174,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 	}
 	d := plan.Decision
 	st.Desired = d.Replicas
+	windowStatus(&st, pool, d)
 	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(pool.Status.Conditions, t) }
 	isFalse := func(t string) (*metav1.Condition, bool) {
 		c := cond(t)
@@ -261,6 +274,9 @@ func describeDecision(d rollout.Decision) string {
 // engineCondition is the message the engine writes on the updating
 // conditions for a deferred or scheduled rollout.
 func engineCondition(p rollout.Plan, a rollout.Action) string {
+	if h := windowHeld(p.Decision); h != nil && a == rollout.ActionDefer {
+		return h.Message // window.go
+	}
 	want := nodepoolv1.ReasonPaused
 	if a == rollout.ActionSchedule {
 		want = nodepoolv1.ReasonRolloutScheduled
