@@ -24,12 +24,20 @@ func newRestartCommand(o *Options) *cobra.Command {
 		Long: `Force a rollout: set spec.management.rolloutAfter to now (or --at), so that
 once that time has come every machine created before it is replaced, on the
 latest payload, which also applies pending platform changes. The rollout is
-recorded with initiator "restart". A paused pool starts it when the pause ends.`,
+recorded with initiator "restart". A paused pool starts it when the pause ends.
+
+A pool whose spec.management.maintenance.gate lists Restart starts it in its next
+maintenance window; --outside-windows --reason "..." starts it now (an
+emergency: the reason is kept in the rollout's history and an event; an
+unbreakable exclusion still holds it).`,
 		Example: `  # Replace every machine of workers now.
   kubectl nodepool rollout restart workers
 
   # Replace them in tonight's maintenance window.
-  kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z`,
+  kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z
+
+  # Replace them now, whatever the maintenance windows say.
+  kubectl nodepool rollout restart workers --outside-windows --reason "kernel CVE-2026-1234"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := outside.check(); err != nil {
@@ -158,13 +166,20 @@ func newApplyPendingCommand(o *Options) *cobra.Command {
 annotation ` + rollout.AnnotationApplyPending + ` to now, so that every machine
 created before now is replaced once, on the latest payload. The rollout is
 recorded with initiator "platform". A paused pool starts it when the pause ends.
+A pool with maintenance windows (spec.management.maintenance) starts it in its
+next window; --outside-windows --reason "..." starts it now (an emergency: the
+reason is kept in the rollout's history and an event; an unbreakable exclusion
+still holds it).
 
 Pending changes are those of status.pendingManagementChanges (see
 kubectl nodepool diff). With none pending, apply-pending refuses, since it would
 replace every machine for nothing; --force does it anyway.`,
 		Example: `  # Which platform changes wait? Then apply them.
   kubectl nodepool diff workers
-  kubectl nodepool rollout apply-pending workers`,
+  kubectl nodepool rollout apply-pending workers
+
+  # A security fix that cannot wait for Saturday's window.
+  kubectl nodepool rollout apply-pending workers --outside-windows --reason "CVE-2026-1234 in the API-server proxy"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := outside.check(); err != nil {

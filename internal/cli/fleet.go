@@ -73,7 +73,9 @@ cluster, version, machines ready and up to date of the desired count, the
 rollout in progress, and the platform (management) components the nodes do not
 run yet with the age of each (status.pendingManagementChanges). Pending drift
 applies at a pool's next rollout, or now with kubectl nodepool rollout
-apply-pending POOL.
+apply-pending POOL. When a pool has maintenance settings, NEXT-WINDOW and
+DRIFT-DEADLINE say when its next window opens for platform rollouts ("open"
+while one is) and when its pending drift reaches spec.management.maintenance.driftDeadline.
 
 --sort-by orders the rows: name (namespace/name, the default), drift-age (the
 oldest pending change first), drift (most pending components first), cluster or

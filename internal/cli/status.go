@@ -73,12 +73,14 @@ and the phase) each time it changes.
 
 Phases: Pending (the controller has not seen the latest spec yet), Starting (a
 forced rollout was requested and has not started yet), RollingOut, Paused
-(spec.management.pausedUntil holds the rollout), Scaling, Complete, Failed.
+(spec.management.pausedUntil or a maintenance window holds the rollout),
+Scaling, Complete, Failed.
 
 Exit status: 0 when the rollout is complete (or at once with --watch=false);
 1 when it cannot proceed (invalid inputs, the controller does not act on the
 pool); 2 when it stalled (no progress for --progress-deadline, or paused with
-pausedUntil "true", which only a person ends); 3 after --timeout.`,
+pausedUntil "true", which only a person ends, or waiting for the pool's next
+maintenance window, whose time it prints); 3 after --timeout.`,
 		Example: `  # Wait for the rollout of workers to finish, at most 30 minutes.
   kubectl nodepool rollout status workers --timeout 30m
 
