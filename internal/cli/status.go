@@ -132,7 +132,7 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 		case st.Phase == PhaseComplete || !watch:
 			return finish(nil)
 		case st.Phase == PhasePaused && st.heldByWindow != "":
-			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s waits for its maintenance window: %s", poolRef(pool), st.heldByWindow)})
+			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s is held by its maintenance settings: %s", poolRef(pool), st.heldByWindow)})
 		case st.pausedIndefinitely:
 			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s is paused (spec.management.pausedUntil: \"true\"): run `kubectl nodepool rollout resume %s` to let it start", poolRef(pool), pool.Name)})
 		}
@@ -176,7 +176,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 	}
 	d := plan.Decision
 	st.Desired = d.Replicas
-	windowStatus(&st, pool, d)
+	windowStatus(&st, d)
 	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(pool.Status.Conditions, t) }
 	isFalse := func(t string) (*metav1.Condition, bool) {
 		c := cond(t)

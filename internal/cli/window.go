@@ -94,7 +94,7 @@ func windowPlan(r *PlanResult, d rollout.Decision) {
 
 // windowStatus notes the next window, the drift deadline and what a
 // rollout waits for on a pool's rollout status.
-func windowStatus(st *RolloutStatus, pool *nodepoolv1.NodePool, d rollout.Decision) {
+func windowStatus(st *RolloutStatus, d rollout.Decision) {
 	if d.Window == nil {
 		return
 	}
@@ -114,7 +114,6 @@ func windowStatus(st *RolloutStatus, pool *nodepoolv1.NodePool, d rollout.Decisi
 			st.RollsAt = &until
 		}
 	}
-	_ = pool
 }
 
 func timePtr(t time.Time) *time.Time {

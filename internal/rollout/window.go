@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -376,10 +375,4 @@ func holdGate(h *WindowHold) poolmath.Gate {
 		return poolmath.Gate{}
 	}
 	return h.Gate
-}
-
-// MaintenanceCondition is the pool's MaintenanceWindow condition as the
-// plan writes it (nil when the pool has no maintenance settings).
-func MaintenanceCondition(p Plan) *metav1.Condition {
-	return meta.FindStatusCondition(p.Conditions, nodepoolv1.ConditionMaintenanceWindow)
 }
