@@ -302,6 +302,9 @@ func (st RolloutStatus) line() string {
 		if st.Note != "" {
 			s += "; " + st.Note
 		}
+		if st.NextWindow != nil {
+			s += "; next maintenance window at " + st.NextWindow.Format(time.RFC3339)
+		}
 		return s
 	case PhaseFailed:
 		return fmt.Sprintf("nodepool %q rollout %s: %s", st.Pool, st.failedVerb(), st.Message)
