@@ -94,7 +94,9 @@ func TestPlatformRolloutsWaitForTheWindowAndOwnerChangesOnlyWhenOptedIn(t *testi
 	// The platform's waits for the window.
 	bumpProxy(t, "2")
 	waitFor(t, p, 30*time.Second, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Annotations[rollout.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339) })
+	update(t, p, func(p *nodepoolv1.NodePool) {
+		p.Annotations[rollout.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
+	})
 	waitFor(t, p, 30*time.Second, "apply-pending held by the window",
 		reasonOf(nodepoolv1.ConditionUpdatingConfig, nodepoolv1.ReasonOutsideMaintenanceWindow))
 	holdsFor(t, p, 6*time.Second, "nothing replaced outside the window", func(s state) bool {
