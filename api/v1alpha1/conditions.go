@@ -152,3 +152,15 @@ const (
 	// kubectl delete until the controller finds it unreferenced.
 	FinalizerInUse = "nodepool.dev/in-use"
 )
+
+// Reasons of ConditionMaintenanceWindow beside the shared ones.
+const (
+	// ReasonInMaintenanceWindow says a gated rollout may start now: a
+	// maintenance window is open (or the pool has none) and no exclusion
+	// holds it.
+	ReasonInMaintenanceWindow = "InMaintenanceWindow"
+	// ReasonInvalidMaintenanceSettings says a schedule or time zone of
+	// spec.management.maintenance cannot be read: gated rollouts are held
+	// until it is corrected.
+	ReasonInvalidMaintenanceSettings = "InvalidMaintenanceSettings"
+)

@@ -34,3 +34,15 @@ const (
 	// belongs to someone else; nothing is written while it lasts.
 	EventNameConflict = ReasonNameConflict
 )
+
+// Events of maintenance windows.
+const (
+	// EventRolloutOutsideMaintenanceWindow (Warning): a forced rollout
+	// started outside the maintenance windows on the emergency path; the
+	// message has the reason given.
+	EventRolloutOutsideMaintenanceWindow = "RolloutOutsideMaintenanceWindow"
+	// EventDriftDeadlineReached: pending platform drift is older than
+	// spec.management.maintenance.driftDeadline and is applied at the next
+	// window.
+	EventDriftDeadlineReached = "DriftDeadlineReached"
+)

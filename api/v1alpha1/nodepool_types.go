@@ -314,6 +314,12 @@ type Management struct {
 	// defaults. The health check is paused while pausedUntil holds.
 	// +optional
 	AutoRepair *AutoRepair `json:"autoRepair,omitempty"`
+
+	// maintenance says when rollouts may start: recurring windows,
+	// exclusions, which of the owner's rollouts the windows hold, and how
+	// long platform drift may wait (maintenance_types.go).
+	// +optional
+	Maintenance *Maintenance `json:"maintenance,omitempty"`
 }
 
 // AutoRepair says when a machine of the pool is unhealthy and how many
@@ -444,6 +450,10 @@ type NodePoolStatus struct {
 	// +listType=map
 	// +listMapKey=payload
 	Nodes []NodePayloadCount `json:"nodes,omitempty"`
+	// maintenance is the next maintenance window and drift deadline, set
+	// when spec.management.maintenance is.
+	// +optional
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 }
 
 // PendingManagementChange is one payload component in which the running

@@ -116,9 +116,17 @@ func findRevision(pool *nodepoolv1.NodePool, entries []history.Entry, n int64) (
 
 func historyTable(now time.Time, entries []history.Entry) *table {
 	t := &table{header: []string{"REVISION", "INITIATOR", "OUTCOME", "STARTED", "DURATION", "ROLLOUT", "PAYLOAD", "CHANGED"}}
+	reasons := withReasons(entries) // window.go: a REASON column when a rollout has one
+	if reasons {
+		t.header = append(t.header, "REASON")
+	}
 	for _, e := range entries {
-		t.add(fmt.Sprint(e.Revision), e.Initiator, or(e.Outcome, "-"), age(now, e.Started)+" ago", took(now, e),
-			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedList(e.Changed))
+		row := []string{fmt.Sprint(e.Revision), e.Initiator, or(e.Outcome, "-"), age(now, e.Started) + " ago", took(now, e),
+			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedList(e.Changed)}
+		if reasons {
+			row = append(row, or(e.Reason, "-"))
+		}
+		t.add(row...)
 	}
 	return t
 }
@@ -225,6 +233,9 @@ func printRevision(w io.Writer, now time.Time, d RevisionDetail) error {
 	fmt.Fprintf(w, "Started:       %s (%s ago)\n", e.Started.UTC().Format(time.RFC3339), age(now, e.Started))
 	if e.Completed != nil {
 		fmt.Fprintf(w, "Completed:     %s (took %s)\n", e.Completed.UTC().Format(time.RFC3339), took(now, e))
+	}
+	if e.Reason != "" {
+		fmt.Fprintf(w, "Reason:        %s\n", e.Reason)
 	}
 	if e.ForcedAt != nil {
 		fmt.Fprintf(w, "Forced:        every machine created before %s replaced\n", e.ForcedAt.UTC().Format(time.RFC3339))

@@ -79,7 +79,7 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 	e := history.Entry{
 		Revision: next, Initiator: string(plan.Record.Initiator), RolloutHash: plan.Record.RolloutHash,
 		PayloadHash: plan.Record.PayloadHash, Changed: plan.Record.Changed, Started: plan.Record.Started,
-		ForcedAt: plan.Record.ForcedAt, Spec: pool.Spec,
+		ForcedAt: plan.Record.ForcedAt, Reason: plan.Record.Reason, Spec: pool.Spec,
 	}
 	if in != nil {
 		for _, s := range in.Sources {
