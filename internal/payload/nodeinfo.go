@@ -1,7 +1,6 @@
 package payload
 
 import (
-
 	igntypes "github.com/coreos/ignition/v2/config/v3_5/types"
 
 	"nodepool.dev/nodepool/internal/inputs"
