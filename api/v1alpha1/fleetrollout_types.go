@@ -267,3 +267,29 @@ type FleetRolloutList struct {
 func init() {
 	SchemeBuilder.Register(&FleetRollout{}, &FleetRolloutList{})
 }
+
+// AnnotationFleetRollout on a NodePool names the FleetRollout that wrote
+// its apply-pending annotation (nodepool.dev/apply-pending-at): the
+// rollout it starts is recorded in the pool's history with the initiator
+// FleetRolloutInitiator(name). The fleet rollout removes it when the
+// pool's part is over.
+const AnnotationFleetRollout = "nodepool.dev/fleet-rollout"
+
+// FleetRolloutInitiatorPrefix starts the history initiator of a rollout a
+// fleet rollout started: "fleetrollout/<name>".
+const FleetRolloutInitiatorPrefix = "fleetrollout/"
+
+// FleetRolloutInitiator is the history initiator of the rollouts the
+// fleet rollout name starts.
+func FleetRolloutInitiator(name string) string { return FleetRolloutInitiatorPrefix + name }
+
+// Condition types and reasons of a FleetRollout.
+const (
+	// FleetConditionProgressing is True while the rollout triggers pools
+	// or soaks between waves; False once paused, halted, cancelled or
+	// complete (the reason is the phase).
+	FleetConditionProgressing = "Progressing"
+	// FleetConditionHalted is True while a stop condition holds the
+	// rollout; its message names the pools.
+	FleetConditionHalted = "Halted"
+)
