@@ -32,6 +32,9 @@ type FleetRow struct {
 	Drift []FleetDrift `json:"drift"`
 	// OldestDriftSeconds is the age of the oldest pending drift, 0 for none.
 	OldestDriftSeconds int64 `json:"oldestDriftSeconds"`
+	// FleetRollout is the fleet rollout the pool belongs to, with its wave
+	// and state ("" for none).
+	FleetRollout string `json:"fleetRollout,omitempty"`
 }
 
 // FleetDrift is one pending platform component of a pool.
@@ -71,7 +74,9 @@ apply-pending POOL.
 
 --sort-by orders the rows: name (namespace/name, the default), drift-age (the
 oldest pending change first), drift (most pending components first), cluster or
-version. -o json gives every row with the drift's times and digests.`,
+version. -o json gives every row with the drift's times and digests. The last
+column names the fleet rollout the pool belongs to, with its wave and state
+(kubectl nodepool fleet rollout creates one).`,
 		Example: `  # Which pools across the fleet have waited longest for platform changes?
   kubectl nodepool fleet -A --sort-by drift-age
 
@@ -130,7 +135,14 @@ func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, erro
 	if err := c.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing NodePools %s: %w", where, err)
 	}
-	return fleetRows(o.now(), list.Items, pendingOnly), nil
+	rows := fleetRows(o.now(), list.Items, pendingOnly)
+	member := fleetMembership(ctx, c)
+	for i := range rows {
+		if m := member[rows[i].Namespace+"/"+rows[i].Pool]; m != "" {
+			rows[i].FleetRollout = m
+		}
+	}
+	return rows, nil
 }
 
 // fleetRows summarises pools from their status.
@@ -141,6 +153,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 			Namespace: p.Namespace, Pool: p.Name, Cluster: p.Spec.ClusterName, Version: p.Status.Version,
 			Ready: p.Status.ReadyReplicas, UpToDate: p.Status.UpdatedReplicas, Updating: p.Status.Updating,
 			ManagementUpdates: string(p.Spec.Management.ManagementUpdates), Drift: []FleetDrift{},
+			FleetRollout: p.Annotations[nodepoolv1.AnnotationFleetRollout],
 		}
 		// The fleet reads the pools' status only (no per-pool observe):
 		// the count the engine last decided, or, before the controller
@@ -166,7 +179,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 }
 
 func fleetTable(now time.Time, rows []FleetRow) *table {
-	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
+	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT", "FLEET-ROLLOUT"}}
 	for _, r := range rows {
 		var drift []string
 		for _, d := range r.Drift {
@@ -184,7 +197,7 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 			}
 		}
 		t.add(r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
-			or(r.Updating, "-"), paused, or(strings.Join(drift, ","), "-"), oldest)
+			or(r.Updating, "-"), paused, or(strings.Join(drift, ","), "-"), oldest, or(r.FleetRollout, "-"))
 	}
 	return t
 }
