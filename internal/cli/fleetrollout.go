@@ -212,7 +212,8 @@ func newFleetRolloutPauseCommand(o *Options) *cobra.Command {
 		Short: "Stop triggering pools (pools rolling finish)",
 		Long: `Pause a FleetRollout: set spec.paused. No further pool is triggered; pools
 rolling already finish. kubectl nodepool fleet rollout resume continues.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  kubectl nodepool fleet rollout pause proxy-fix`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.patchFleetRollout(cmd.Context(), args[0], "spec.paused", func(fr *nodepoolv1.FleetRollout) (string, bool) {
 				if fr.Spec.Paused {
@@ -232,6 +233,8 @@ func newFleetRolloutResumeCommand(o *Options) *cobra.Command {
 		Long: `Resume a FleetRollout: clear spec.paused and set spec.resumedAt to now, which
 clears a halt recorded before it (status.haltedAt). If a stop condition still
 holds (a pool's rollout still unhealthy), the rollout halts again at once.`,
+		Example: `  # After fixing the pool that halted it:
+  kubectl nodepool fleet rollout resume proxy-fix`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			now := metav1.NewTime(forcedNow(o.now()))
@@ -253,7 +256,8 @@ func newFleetRolloutCancelCommand(o *Options) *cobra.Command {
 		Long: `Cancel a FleetRollout: set spec.cancelled. No further pool is triggered, and a
 pool triggered whose rollout has not started (held by its window) is released;
 pools rolling finish their rollout. A cancel cannot be undone.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  kubectl nodepool fleet rollout cancel proxy-fix`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.patchFleetRollout(cmd.Context(), args[0], "spec.cancelled", func(fr *nodepoolv1.FleetRollout) (string, bool) {
 				if fr.Spec.Cancelled {
