@@ -141,7 +141,7 @@ func (d *decider) run() {
 	for i := range st.Pools {
 		d.observe(&st.Pools[i])
 	}
-	d.releaseFinished()
+	defer d.releaseFinished() // the pools whose part ended, whatever comes next
 	if d.in.Spec.Cancelled {
 		d.cancel()
 		return
@@ -258,7 +258,6 @@ func (d *decider) cancel() {
 			}
 		}
 	}
-	d.releaseFinished()
 	st.Phase, st.CompletedAt = nodepoolv1.FleetPhaseCancelled, d.now()
 	st.Message = fmt.Sprintf("cancelled: %d pools rolling finish their rollout", d.rolling())
 	d.event(corev1.EventTypeNormal, nodepoolv1.EventFleetRolloutCancelled, "%s", st.Message)

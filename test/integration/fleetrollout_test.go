@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -248,6 +249,20 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 		t.Fatalf("wave 1: %+v", soaking.Status.Pools[0])
 	}
 	lastRecord(t, first, nodepoolv1.FleetRolloutInitiator(fr.Name), history.OutcomeComplete)
+	// The pool it triggered says so in an event naming the fleet rollout.
+	evs := &eventsv1.EventList{}
+	if err := env.Client.List(context.Background(), evs, client.InNamespace(first.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	triggered := false
+	for _, e := range evs.Items {
+		if e.Reason == nodepoolv1.EventFleetPoolTriggered && e.Regarding.Name == first.Name && strings.Contains(e.Note, "fleet rollout "+fr.Name) {
+			triggered = true
+		}
+	}
+	if !triggered {
+		t.Errorf("no %s event on pool %s", nodepoolv1.EventFleetPoolTriggered, first.Name)
+	}
 
 	update(t, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Cancelled = true })
 	cancelled := waitForFleet(t, fr, time.Minute, "cancelled", phaseIs(nodepoolv1.FleetPhaseCancelled))
