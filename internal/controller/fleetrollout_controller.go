@@ -210,6 +210,7 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.FleetRollout, now time.Time) (map[fleet.Ref]fleet.Pool, error) {
 	out := make(map[fleet.Ref]fleet.Pool, len(fr.Status.Pools))
 	initiator := nodepoolv1.FleetRolloutInitiator(fr.Name)
+	live := map[string]bool{}
 	for _, sp := range fr.Status.Pools {
 		ref := fleet.RefOf(sp)
 		if sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped {
@@ -227,6 +228,9 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 			continue
 		}
 		obs := observeFleetPool(pool, now)
+		if obs.Fleet != "" && obs.Fleet != fr.Name && !r.drives(ctx, obs.Fleet, live) {
+			obs.Fleet = "" // left by a fleet rollout deleted or ended: not driving the pool
+		}
 		if sp.TriggeredAt != nil {
 			rec, err := r.record(ctx, pool, initiator, sp.TriggeredAt.Time)
 			if err != nil {
@@ -237,6 +241,18 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 		out[ref] = obs
 	}
 	return out, nil
+}
+
+// drives reports whether the fleet rollout name exists and has not ended
+// (memoised in live for one reconcile).
+func (r *FleetRolloutReconciler) drives(ctx context.Context, name string, live map[string]bool) bool {
+	if v, ok := live[name]; ok {
+		return v
+	}
+	other := &nodepoolv1.FleetRollout{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, other)
+	live[name] = err == nil && !terminal(other) || err != nil && client.IgnoreNotFound(err) != nil
+	return live[name]
 }
 
 // observeFleetPool is what a fleet rollout reads of a pool: its status,

@@ -303,3 +303,17 @@ func TestARestartedControllerResumesAFleetRolloutWithoutRollingAPoolTwice(t *tes
 		t.Fatalf("%s", describeFleet(done))
 	}
 }
+
+func TestAPoolLeftAnnotatedByADeletedFleetRolloutIsTakenOverByTheNextOne(t *testing.T) {
+	const label = "takeover"
+	pools := newFleetPools(t, label, 2, 2)
+	// A fleet rollout deleted while it drove the pool left its name.
+	update(t, pools[0], func(p *nodepoolv1.NodePool) { p.Annotations[nodepoolv1.AnnotationFleetRollout] = "deleted-long-ago" })
+	fr := newFleetRollout(t, label, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Action = nodepoolv1.FleetActionRestart })
+	done := waitForFleet(t, fr, fleetTimeout, "complete", phaseIs(nodepoolv1.FleetPhaseComplete))
+	for _, p := range pools {
+		if recs := fleetRecords(t, p, fr); len(recs) != 1 || recs[0].Outcome != history.OutcomeComplete {
+			t.Fatalf("pool %s: records %+v; %s", p.Name, recs, describeFleet(done))
+		}
+	}
+}
