@@ -205,25 +205,26 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-// observe reads each selected pool from the cache, and for a triggered one
-// its history record of the trigger.
+// observe reads the selected pools from the cache (one list, no copies),
+// and for a pool triggered whose part is not over (or that still carries
+// this rollout's annotation) its history record of the trigger.
 func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.FleetRollout, now time.Time) (map[fleet.Ref]fleet.Pool, error) {
+	list := &nodepoolv1.NodePoolList{}
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing NodePools: %w", err)
+	}
+	byRef := make(map[fleet.Ref]*nodepoolv1.NodePool, len(list.Items))
+	for i := range list.Items {
+		byRef[fleet.Ref{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}] = &list.Items[i]
+	}
+	var revisions map[fleet.Ref][]*appsv1.ControllerRevision
 	out := make(map[fleet.Ref]fleet.Pool, len(fr.Status.Pools))
 	initiator := nodepoolv1.FleetRolloutInitiator(fr.Name)
 	live := map[string]bool{}
 	for _, sp := range fr.Status.Pools {
 		ref := fleet.RefOf(sp)
-		if sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped {
-			// Only the annotations matter now (to release the pool).
-			if terminal(fr) && sp.TriggeredAt == nil {
-				continue
-			}
-		}
-		pool := &nodepoolv1.NodePool{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: sp.Namespace, Name: sp.Name}, pool); err != nil {
-			if client.IgnoreNotFound(err) != nil {
-				return nil, err
-			}
+		pool, ok := byRef[ref]
+		if !ok {
 			out[ref] = fleet.Pool{}
 			continue
 		}
@@ -231,14 +232,33 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 		if obs.Fleet != "" && obs.Fleet != fr.Name && !r.drives(ctx, obs.Fleet, live) {
 			obs.Fleet = "" // left by a fleet rollout deleted or ended: not driving the pool
 		}
-		if sp.TriggeredAt != nil {
-			rec, err := r.record(ctx, pool, initiator, sp.TriggeredAt.Time)
-			if err != nil {
-				return nil, err
+		over := sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped
+		if sp.TriggeredAt != nil && (!over || obs.Fleet == fr.Name) {
+			if revisions == nil {
+				var err error
+				if revisions, err = r.revisions(ctx); err != nil {
+					return nil, err
+				}
 			}
-			obs.Record = rec
+			obs.Record = record(pool, revisions[ref], initiator, sp.TriggeredAt.Time)
 		}
 		out[ref] = obs
+	}
+	return out, nil
+}
+
+// revisions lists the pools' history records (every namespace, one list
+// from the cache, no copies), by pool.
+func (r *FleetRolloutReconciler) revisions(ctx context.Context) (map[fleet.Ref][]*appsv1.ControllerRevision, error) {
+	list := &appsv1.ControllerRevisionList{}
+	if err := r.Client.List(ctx, list, client.HasLabels{nodepoolv1.LabelPool}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the pools' history: %w", err)
+	}
+	out := map[fleet.Ref][]*appsv1.ControllerRevision{}
+	for i := range list.Items {
+		cr := &list.Items[i]
+		ref := fleet.Ref{Namespace: cr.Namespace, Name: cr.Labels[nodepoolv1.LabelPool]}
+		out[ref] = append(out[ref], cr)
 	}
 	return out, nil
 }
@@ -284,14 +304,9 @@ func observeFleetPool(pool *nodepoolv1.NodePool, now time.Time) fleet.Pool {
 
 // record finds the pool's history record of the trigger: the initiator
 // names the fleet rollout and the forced time is the trigger's.
-func (r *FleetRolloutReconciler) record(ctx context.Context, pool *nodepoolv1.NodePool, initiator string, at time.Time) (*fleet.Record, error) {
-	list := &appsv1.ControllerRevisionList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the history of %s/%s: %w", pool.Namespace, pool.Name, err)
-	}
+func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, initiator string, at time.Time) *fleet.Record {
 	var found *fleet.Record
-	for i := range list.Items {
-		cr := &list.Items[i]
+	for _, cr := range crs {
 		if !metav1.IsControlledBy(cr, pool) {
 			continue
 		}
@@ -303,7 +318,7 @@ func (r *FleetRolloutReconciler) record(ctx context.Context, pool *nodepoolv1.No
 			found = &fleet.Record{Revision: e.Revision, Outcome: e.Outcome}
 		}
 	}
-	return found, nil
+	return found
 }
 
 // trigger annotates a pool to roll: the apply-pending time and the fleet
