@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -48,6 +49,9 @@ type FleetRolloutReconciler struct {
 // +kubebuilder:rbac:groups=nodepool.dev,resources=fleetrollouts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nodepool.dev,resources=fleetrollouts/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// poolPatchConcurrency is how many pools one reconcile annotates at once.
+const poolPatchConcurrency = 8
 
 func (r *FleetRolloutReconciler) now() time.Time {
 	if r.Clock != nil {
@@ -140,13 +144,23 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, err // nothing annotated: the next reconcile decides again
 		}
 	}
-	var errs []error
-	for _, t := range res.Triggers {
-		errs = append(errs, r.trigger(ctx, fr, t))
+	// The pools are independent: patch them a few at a time.
+	errs := make([]error, len(res.Triggers)+len(res.Releases))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, poolPatchConcurrency)
+	for i := range errs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if i < len(res.Triggers) {
+				errs[i] = r.trigger(ctx, fr, res.Triggers[i])
+			} else {
+				errs[i] = r.release(ctx, fr, res.Releases[i-len(res.Triggers)])
+			}
+		}()
 	}
-	for _, rl := range res.Releases {
-		errs = append(errs, r.release(ctx, fr, rl))
-	}
+	wg.Wait()
 	for _, e := range res.Events {
 		r.Recorder.Eventf(fr, nil, e.Type, e.Reason, "Rollout", "%s", e.Message)
 	}
