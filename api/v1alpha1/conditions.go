@@ -135,10 +135,32 @@ const (
 	// AnnotationBootedPayload on a Node is the full payload hash of the
 	// payload the node booted (LabelPayload holds only a prefix).
 	AnnotationBootedPayload = "nodepool.dev/booted-payload"
+	// LabelTemplateSourceUID and LabelTemplateSourceGeneration on an
+	// infrastructure template clone are the UID and generation of the
+	// template it was cloned from, and AnnotationTemplateSourceSpec the
+	// template's spec then, as the canonical JSON its name was derived
+	// from. A template whose generation is unchanged is the owner's same
+	// intent: its content is read from this record, so a provider upgrade
+	// that defaults a new field or serves a new version rolls no pool.
+	LabelTemplateSourceUID        = "nodepool.dev/template-source-uid"
+	LabelTemplateSourceGeneration = "nodepool.dev/template-source-generation"
+	AnnotationTemplateSourceSpec  = "nodepool.dev/template-source-spec"
 	// Finalizer lets the controller clean up a deleted pool's objects.
 	Finalizer = "nodepool.dev/finalizer"
 	// FinalizerInUse is on every user-data, token and payload Secret the
 	// controller makes: a Secret machines may still boot from survives a
 	// kubectl delete until the controller finds it unreferenced.
 	FinalizerInUse = "nodepool.dev/in-use"
+)
+
+// Reasons of ConditionMaintenanceWindow beside the shared ones.
+const (
+	// ReasonInMaintenanceWindow says a gated rollout may start now: a
+	// maintenance window is open (or the pool has none) and no exclusion
+	// holds it.
+	ReasonInMaintenanceWindow = "InMaintenanceWindow"
+	// ReasonInvalidMaintenanceSettings says a schedule or time zone of
+	// spec.management.maintenance cannot be read: gated rollouts are held
+	// until it is corrected.
+	ReasonInvalidMaintenanceSettings = "InvalidMaintenanceSettings"
 )

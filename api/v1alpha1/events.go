@@ -35,6 +35,18 @@ const (
 	EventNameConflict = ReasonNameConflict
 )
 
+// Events of maintenance windows.
+const (
+	// EventRolloutOutsideMaintenanceWindow (Warning): a forced rollout
+	// started outside the maintenance windows on the emergency path; the
+	// message has the reason given.
+	EventRolloutOutsideMaintenanceWindow = "RolloutOutsideMaintenanceWindow"
+	// EventDriftDeadlineReached: pending platform drift is older than
+	// spec.management.maintenance.driftDeadline and is applied at the next
+	// window.
+	EventDriftDeadlineReached = "DriftDeadlineReached"
+)
+
 // Reasons of the events a FleetRollout controller emits, on the FleetRollout
 // and on each pool it triggers.
 const (

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -313,6 +314,12 @@ type Management struct {
 	// defaults. The health check is paused while pausedUntil holds.
 	// +optional
 	AutoRepair *AutoRepair `json:"autoRepair,omitempty"`
+
+	// maintenance says when rollouts may start: recurring windows,
+	// exclusions, which of the owner's rollouts the windows hold, and how
+	// long platform drift may wait (maintenance_types.go).
+	// +optional
+	Maintenance *Maintenance `json:"maintenance,omitempty"`
 }
 
 // AutoRepair says when a machine of the pool is unhealthy and how many
@@ -429,11 +436,24 @@ type NodePoolStatus struct {
 	// +listType=map
 	// +listMapKey=component
 	PendingManagementChanges []PendingManagementChange `json:"pendingManagementChanges,omitempty"`
+	// revisions are the rollout records (ControllerRevisions named
+	// <pool>-r<revision>) the controller wrote, oldest first: a
+	// ControllerRevision not listed here is not the pool's record,
+	// whatever its owner reference claims, and `kubectl nodepool rollout
+	// history` and `undo` leave it out.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	Revisions []RevisionReference `json:"revisions,omitempty"`
 	// nodes counts nodes by the payload they booted, as the nodes report it.
 	// +optional
 	// +listType=map
 	// +listMapKey=payload
 	Nodes []NodePayloadCount `json:"nodes,omitempty"`
+	// maintenance is the next maintenance window and drift deadline, set
+	// when spec.management.maintenance is.
+	// +optional
+	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
 }
 
 // PendingManagementChange is one payload component in which the running
@@ -447,6 +467,14 @@ type PendingManagementChange struct {
 	Current string `json:"current"`
 	// desired is the digest of the component in the latest payload.
 	Desired string `json:"desired"`
+}
+
+// RevisionReference names one rollout record of the pool.
+type RevisionReference struct {
+	// revision is the record's number.
+	Revision int64 `json:"revision"`
+	// uid is the ControllerRevision's UID, which the API server assigns.
+	UID types.UID `json:"uid"`
 }
 
 // NodePayloadCount is how many nodes booted one payload.

@@ -17,20 +17,32 @@ import (
 
 func newRestartCommand(o *Options) *cobra.Command {
 	var at string
+	var outside *outsideWindowsFlags
 	cmd := &cobra.Command{
 		Use:   "restart POOL",
 		Short: "Replace every machine of a pool, now or at a time",
 		Long: `Force a rollout: set spec.management.rolloutAfter to now (or --at), so that
 once that time has come every machine created before it is replaced, on the
 latest payload, which also applies pending platform changes. The rollout is
-recorded with initiator "restart". A paused pool starts it when the pause ends.`,
+recorded with initiator "restart". A paused pool starts it when the pause ends.
+
+A pool whose spec.management.maintenance.gate lists Restart starts it in its next
+maintenance window; --outside-windows --reason "..." starts it now (an
+emergency: the reason is kept in the rollout's history and an event; an
+unbreakable exclusion still holds it).`,
 		Example: `  # Replace every machine of workers now.
   kubectl nodepool rollout restart workers
 
   # Replace them in tonight's maintenance window.
-  kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z`,
+  kubectl nodepool rollout restart workers --at 2026-12-01T02:00:00Z
+
+  # Replace them now, whatever the maintenance windows say.
+  kubectl nodepool rollout restart workers --outside-windows --reason "kernel CVE-2026-1234"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outside.check(); err != nil {
+				return err
+			}
 			when, what := forcedNow(o.now()), "restarted"
 			if at != "" {
 				t, err := timeFlag("at", at)
@@ -46,6 +58,7 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
 			}
 			err = patchPool(ctx, c, pool, "spec.management.rolloutAfter", func(p *nodepoolv1.NodePool) {
 				p.Spec.Management.RolloutAfter = &metav1.Time{Time: when}
+				outside.set(p, when)
 			})
 			if err != nil {
 				return err
@@ -54,10 +67,12 @@ recorded with initiator "restart". A paused pool starts it when the pause ends.`
 				what = "restart scheduled"
 			}
 			o.warnPaused(pool)
+			o.warnWindow(pool, outside)
 			return o.done(pool, "%s %s: every machine created before %s is replaced\n", poolRef(pool), what, when.Format(time.RFC3339))
 		},
 	}
 	cmd.Flags().StringVar(&at, "at", "", "when to replace the machines, an RFC3339 time (default: now)")
+	outside = addOutsideWindowsFlags(cmd)
 	return cmd
 }
 
@@ -143,6 +158,7 @@ pool that is not paused changes nothing.`,
 
 func newApplyPendingCommand(o *Options) *cobra.Command {
 	var force bool
+	var outside *outsideWindowsFlags
 	cmd := &cobra.Command{
 		Use:   "apply-pending POOL",
 		Short: "Roll the pool's nodes to apply pending platform changes",
@@ -150,15 +166,25 @@ func newApplyPendingCommand(o *Options) *cobra.Command {
 annotation ` + rollout.AnnotationApplyPending + ` to now, so that every machine
 created before now is replaced once, on the latest payload. The rollout is
 recorded with initiator "platform". A paused pool starts it when the pause ends.
+A pool with maintenance windows (spec.management.maintenance) starts it in its
+next window; --outside-windows --reason "..." starts it now (an emergency: the
+reason is kept in the rollout's history and an event; an unbreakable exclusion
+still holds it).
 
 Pending changes are those of status.pendingManagementChanges (see
 kubectl nodepool diff). With none pending, apply-pending refuses, since it would
 replace every machine for nothing; --force does it anyway.`,
 		Example: `  # Which platform changes wait? Then apply them.
   kubectl nodepool diff workers
-  kubectl nodepool rollout apply-pending workers`,
+  kubectl nodepool rollout apply-pending workers
+
+  # A security fix that cannot wait for Saturday's window.
+  kubectl nodepool rollout apply-pending workers --outside-windows --reason "CVE-2026-1234 in the API-server proxy"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := outside.check(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			c, pool, err := o.getPool(ctx, args[0])
 			if err != nil {
@@ -171,7 +197,8 @@ replace every machine for nothing; --force does it anyway.`,
 			if len(pending) == 0 && !force {
 				return fmt.Errorf("%s has no pending platform changes (status.pendingManagementChanges is empty): nothing to apply; use kubectl nodepool rollout restart to replace every machine anyway, or --force", poolRef(pool))
 			}
-			at := forcedNow(o.now()).Format(time.RFC3339)
+			forced := forcedNow(o.now())
+			at := forced.Format(time.RFC3339)
 			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", func(p *nodepoolv1.NodePool) {
 				if p.Annotations == nil {
 					p.Annotations = map[string]string{}
@@ -179,6 +206,7 @@ replace every machine for nothing; --force does it anyway.`,
 				p.Annotations[rollout.AnnotationApplyPending] = at
 				// By hand, not for a fleet rollout: recorded as platform.
 				delete(p.Annotations, nodepoolv1.AnnotationFleetRollout)
+				outside.set(p, forced)
 			}); err != nil {
 				return err
 			}
@@ -187,10 +215,12 @@ replace every machine for nothing; --force does it anyway.`,
 				what = "applying " + strings.Join(pending, ", ") + ": " + what
 			}
 			o.warnPaused(pool)
+			o.warnWindow(pool, outside)
 			return o.done(pool, "%s apply-pending requested (initiator platform); %s\n", poolRef(pool), what)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace every machine even with no pending platform change")
+	outside = addOutsideWindowsFlags(cmd)
 	return cmd
 }
 

@@ -32,6 +32,12 @@ type FleetRow struct {
 	Drift []FleetDrift `json:"drift"`
 	// OldestDriftSeconds is the age of the oldest pending drift, 0 for none.
 	OldestDriftSeconds int64 `json:"oldestDriftSeconds"`
+	// NextWindow is the opening of the window a platform rollout may
+	// start in (in the past while it is open), DriftDeadline when the
+	// pending drift reaches spec.management.maintenance.driftDeadline.
+	NextWindow    *time.Time `json:"nextWindow,omitempty"`
+	DriftDeadline *time.Time `json:"driftDeadline,omitempty"`
+	maintained    bool
 	// FleetRollout is the fleet rollout the pool belongs to, with its wave
 	// and state ("" for none).
 	FleetRollout string `json:"fleetRollout,omitempty"`
@@ -70,7 +76,9 @@ cluster, version, machines ready and up to date of the desired count, the
 rollout in progress, and the platform (management) components the nodes do not
 run yet with the age of each (status.pendingManagementChanges). Pending drift
 applies at a pool's next rollout, or now with kubectl nodepool rollout
-apply-pending POOL.
+apply-pending POOL. When a pool has maintenance settings, NEXT-WINDOW and
+DRIFT-DEADLINE say when its next window opens for platform rollouts ("open"
+while one is) and when its pending drift reaches spec.management.maintenance.driftDeadline.
 
 --sort-by orders the rows: name (namespace/name, the default), drift-age (the
 oldest pending change first), drift (most pending components first), cluster or
@@ -170,6 +178,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 			r.Drift = append(r.Drift, FleetDrift{Component: d.Component, Since: d.Since.UTC(), AgeSeconds: a, Current: d.Current, Desired: d.Desired})
 			r.OldestDriftSeconds = max(r.OldestDriftSeconds, a)
 		}
+		windowFleet(&r, &p) // window.go
 		if pendingOnly && len(r.Drift) == 0 {
 			continue
 		}
@@ -179,7 +188,15 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 }
 
 func fleetTable(now time.Time, rows []FleetRow) *table {
-	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT", "FLEET-ROLLOUT"}}
+	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
+	windows := withWindows(rows) // window.go: the window columns when a pool has maintenance settings
+	if windows {
+		t.header = append(t.header, "NEXT-WINDOW", "DRIFT-DEADLINE")
+	}
+	fleets := withFleetRollouts(rows) // the fleet rollout column when a pool belongs to one
+	if fleets {
+		t.header = append(t.header, "FLEET-ROLLOUT")
+	}
 	for _, r := range rows {
 		var drift []string
 		for _, d := range r.Drift {
@@ -196,8 +213,25 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 				paused = "yes"
 			}
 		}
-		t.add(r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
-			or(r.Updating, "-"), paused, or(strings.Join(drift, ","), "-"), oldest, or(r.FleetRollout, "-"))
+		row := []string{r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
+			or(r.Updating, "-"), paused, or(strings.Join(drift, ","), "-"), oldest}
+		if windows {
+			row = append(row, whenCell(now, r.NextWindow, "open"), whenCell(now, r.DriftDeadline, "passed"))
+		}
+		if fleets {
+			row = append(row, or(r.FleetRollout, "-"))
+		}
+		t.add(row...)
 	}
 	return t
+}
+
+// withFleetRollouts reports whether a row belongs to a fleet rollout.
+func withFleetRollouts(rows []FleetRow) bool {
+	for _, r := range rows {
+		if r.FleetRollout != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -89,13 +88,7 @@ func revisions(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) 
 	if err := c.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
 		return nil, fmt.Errorf("listing the rollout history (ControllerRevisions) of %s/%s: %w", pool.Namespace, pool.Name, err)
 	}
-	var owned []appsv1.ControllerRevision
-	for _, cr := range list.Items {
-		if metav1.IsControlledBy(&cr, pool) {
-			owned = append(owned, cr)
-		}
-	}
-	history.Sort(owned)
+	owned := history.Records(pool, list.Items)
 	var out []history.Entry
 	for i := range owned {
 		e, err := history.Decode(&owned[i])
@@ -123,9 +116,17 @@ func findRevision(pool *nodepoolv1.NodePool, entries []history.Entry, n int64) (
 
 func historyTable(now time.Time, entries []history.Entry) *table {
 	t := &table{header: []string{"REVISION", "INITIATOR", "OUTCOME", "STARTED", "DURATION", "ROLLOUT", "PAYLOAD", "CHANGED"}}
+	reasons := withReasons(entries) // window.go: a REASON column when a rollout has one
+	if reasons {
+		t.header = append(t.header, "REASON")
+	}
 	for _, e := range entries {
-		t.add(fmt.Sprint(e.Revision), e.Initiator, or(e.Outcome, "-"), age(now, e.Started)+" ago", took(now, e),
-			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedList(e.Changed))
+		row := []string{fmt.Sprint(e.Revision), e.Initiator, or(e.Outcome, "-"), age(now, e.Started) + " ago", took(now, e),
+			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedList(e.Changed)}
+		if reasons {
+			row = append(row, or(e.Reason, "-"))
+		}
+		t.add(row...)
 	}
 	return t
 }
@@ -232,6 +233,9 @@ func printRevision(w io.Writer, now time.Time, d RevisionDetail) error {
 	fmt.Fprintf(w, "Started:       %s (%s ago)\n", e.Started.UTC().Format(time.RFC3339), age(now, e.Started))
 	if e.Completed != nil {
 		fmt.Fprintf(w, "Completed:     %s (took %s)\n", e.Completed.UTC().Format(time.RFC3339), took(now, e))
+	}
+	if e.Reason != "" {
+		fmt.Fprintf(w, "Reason:        %s\n", e.Reason)
 	}
 	if e.ForcedAt != nil {
 		fmt.Fprintf(w, "Forced:        every machine created before %s replaced\n", e.ForcedAt.UTC().Format(time.RFC3339))

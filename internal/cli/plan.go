@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,13 @@ type PlanResult struct {
 	PendingDrift []string `json:"pendingDrift,omitempty"`
 	RolloutHash  string   `json:"rolloutHash,omitempty"`
 	PayloadHash  string   `json:"payloadHash,omitempty"`
+	// RollsAt is, for a rollout the maintenance windows hold, when it
+	// starts (the next window); WaitsFor says why it waits.
+	RollsAt  *time.Time `json:"rollsAt,omitempty"`
+	WaitsFor string     `json:"waitsFor,omitempty"`
+	// Window says whether the rollout fits its maintenance window, from
+	// the pool's recent rollout durations.
+	Window string `json:"window,omitempty"`
 	// Message says it in a sentence.
 	Message  string   `json:"message"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -347,6 +355,7 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 		}
 	}
 	r.Steps = steps(r)
+	windowPlan(r, dec) // window.go
 	r.Message = planMessage(r, engineCondition(plan, dec.Action), pool)
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
@@ -73,6 +74,10 @@ func planMessage(r *PlanResult, waits string, pool *nodepoolv1.NodePool) string 
 	case PlanNow:
 		parts = append(parts, fmt.Sprintf("nodes roll now (initiator %s): %s", r.Initiator, how))
 	case PlanDeferred:
+		if r.RollsAt != nil {
+			parts = append(parts, fmt.Sprintf("nodes roll at %s (next window): %s; %s", r.RollsAt.UTC().Format(time.RFC3339), how, waits))
+			break
+		}
 		parts = append(parts, fmt.Sprintf("nodes roll when the pause ends: %s; %s", how, waits))
 	case PlanScheduled:
 		parts = append(parts, fmt.Sprintf("nodes roll later: %s; %s", how, waits))
@@ -85,6 +90,9 @@ func planMessage(r *PlanResult, waits string, pool *nodepoolv1.NodePool) string 
 	}
 	if len(r.InPlace) > 0 {
 		parts = append(parts, "applied in place: "+strings.Join(r.InPlace, ", "))
+	}
+	if r.Rolls && r.Window != "" {
+		parts = append(parts, r.Window)
 	}
 	if len(r.PendingDrift) > 0 {
 		note := "they apply at the next rollout"

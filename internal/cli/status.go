@@ -41,6 +41,16 @@ type RolloutStatus struct {
 	// Note is extra information on a complete rollout, such as a forced
 	// rollout scheduled later.
 	Note string `json:"note,omitempty"`
+	// NextWindow is when the pool's next maintenance window opens (unset
+	// while one is open, or without maintenance settings), DriftDeadline
+	// when pending platform drift reaches its deadline, and RollsAt when a
+	// rollout the windows hold starts (window.go).
+	NextWindow    *time.Time `json:"nextWindow,omitempty"`
+	DriftDeadline *time.Time `json:"driftDeadline,omitempty"`
+	RollsAt       *time.Time `json:"rollsAt,omitempty"`
+
+	// heldByWindow says why a maintenance window holds the rollout.
+	heldByWindow string
 
 	pausedIndefinitely bool
 	// idle is true when no rollout was in progress.
@@ -63,12 +73,14 @@ and the phase) each time it changes.
 
 Phases: Pending (the controller has not seen the latest spec yet), Starting (a
 forced rollout was requested and has not started yet), RollingOut, Paused
-(spec.management.pausedUntil holds the rollout), Scaling, Complete, Failed.
+(spec.management.pausedUntil or a maintenance window holds the rollout),
+Scaling, Complete, Failed.
 
 Exit status: 0 when the rollout is complete (or at once with --watch=false);
 1 when it cannot proceed (invalid inputs, the controller does not act on the
 pool); 2 when it stalled (no progress for --progress-deadline, or paused with
-pausedUntil "true", which only a person ends); 3 after --timeout.`,
+pausedUntil "true", which only a person ends, or waiting for the pool's next
+maintenance window, whose time it prints); 3 after --timeout.`,
 		Example: `  # Wait for the rollout of workers to finish, at most 30 minutes.
   kubectl nodepool rollout status workers --timeout 30m
 
@@ -119,6 +131,8 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 			return finish(&ExitError{Code: ExitFailure, Err: fmt.Errorf("rollout of %s %s: %s", poolRef(pool), st.failedVerb(), st.Message)})
 		case st.Phase == PhaseComplete || !watch:
 			return finish(nil)
+		case st.Phase == PhasePaused && st.heldByWindow != "":
+			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s is held by its maintenance settings: %s", poolRef(pool), st.heldByWindow)})
 		case st.pausedIndefinitely:
 			return finish(&ExitError{Code: ExitStalled, Err: fmt.Errorf("rollout of %s is paused (spec.management.pausedUntil: \"true\"): run `kubectl nodepool rollout resume %s` to let it start", poolRef(pool), pool.Name)})
 		}
@@ -162,6 +176,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 	}
 	d := plan.Decision
 	st.Desired = d.Replicas
+	windowStatus(&st, d)
 	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(pool.Status.Conditions, t) }
 	isFalse := func(t string) (*metav1.Condition, bool) {
 		c := cond(t)
@@ -264,6 +279,9 @@ func describeDecision(d rollout.Decision) string {
 // engineCondition is the message the engine writes on the updating
 // conditions for a deferred or scheduled rollout.
 func engineCondition(p rollout.Plan, a rollout.Action) string {
+	if h := windowHeld(p.Decision); h != nil && a == rollout.ActionDefer {
+		return h.Message // window.go
+	}
 	want := nodepoolv1.ReasonPaused
 	if a == rollout.ActionSchedule {
 		want = nodepoolv1.ReasonRolloutScheduled
@@ -286,6 +304,9 @@ func (st RolloutStatus) line() string {
 		s := fmt.Sprintf("nodepool %q successfully rolled out: %d of %d machines up to date and ready, version %s", st.Pool, st.UpToDate, st.Desired, or(st.Version, "<none>"))
 		if st.Note != "" {
 			s += "; " + st.Note
+		}
+		if st.NextWindow != nil {
+			s += "; next maintenance window at " + st.NextWindow.Format(time.RFC3339)
 		}
 		return s
 	case PhaseFailed:

@@ -254,7 +254,7 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 		if !ownedBy(clone, pool) {
 			return &conflictError{objects: []string{in.InfrastructureTemplate.Kind + " " + name}}
 		}
-		return nil
+		return r.recordTemplateSource(ctx, clone, in.InfrastructureTemplate)
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("reading infrastructure template clone %s: %w", name, err)
 	}
@@ -265,6 +265,7 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 	clone.SetNamespace(pool.Namespace)
 	clone.SetName(name)
 	clone.SetLabels(map[string]string{nodepoolv1.LabelPool: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName})
+	setTemplateSource(clone, in.InfrastructureTemplate)
 	clone.Object["spec"] = spec
 	if err := r.createOwned(ctx, pool, clone, in.InfrastructureTemplate.Kind); err != nil && !errors.Is(err, errNotCached) {
 		return fmt.Errorf("cloning infrastructure template: %w", err)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -34,13 +34,8 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 	if err := reader.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
 		return fmt.Errorf("listing the pool's history: %w", err)
 	}
-	var owned []appsv1.ControllerRevision
-	for _, cr := range list.Items {
-		if metav1.IsControlledBy(&cr, pool) {
-			owned = append(owned, cr)
-		}
-	}
-	history.Sort(owned)
+	owned := adoptInterrupted(pool, list.Items, plan)
+	defer func() { pool.Status.Revisions = history.References(owned) }()
 	finish := func(outcome string, at time.Time) error {
 		for i := range owned {
 			cr := &owned[i]
@@ -75,29 +70,39 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 	if plan.Record == nil {
 		return nil
 	}
+	// Numbers go on from the highest any revision of the pool's label
+	// claims, so a revision someone else made never takes a record's name.
 	next := int64(1)
-	if len(owned) > 0 {
-		next = owned[len(owned)-1].Revision + 1
+	for _, cr := range list.Items {
+		next = max(next, cr.Revision+1)
 	}
 	e := history.Entry{
 		Revision: next, Initiator: string(plan.Record.Initiator), RolloutHash: plan.Record.RolloutHash,
 		PayloadHash: plan.Record.PayloadHash, Changed: plan.Record.Changed, Started: plan.Record.Started,
-		ForcedAt: plan.Record.ForcedAt, Spec: pool.Spec,
+		ForcedAt: plan.Record.ForcedAt, Reason: plan.Record.Reason, Spec: pool.Spec,
 	}
 	if in != nil {
 		for _, s := range in.Sources {
 			e.Sources = append(e.Sources, history.Source{Kind: s.Kind, Name: s.Name, Digest: s.Digest})
 		}
 	}
-	cr, err := history.New(pool.Namespace, pool.Name, e)
-	if err != nil {
-		return err
-	}
-	if err := controllerutil.SetControllerReference(pool, cr, r.Client.Scheme()); err != nil {
-		return err
-	}
-	if err := r.Client.Create(ctx, cr); err != nil {
-		return fmt.Errorf("recording revision %d: %w", next, err)
+	var cr *appsv1.ControllerRevision
+	for attempt := 0; ; attempt++ {
+		var err error
+		if cr, err = history.New(pool.Namespace, pool.Name, e); err != nil {
+			return err
+		}
+		if err := controllerutil.SetControllerReference(pool, cr, r.Client.Scheme()); err != nil {
+			return err
+		}
+		err = r.Client.Create(ctx, cr)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsAlreadyExists(err) || attempt == 5 {
+			return fmt.Errorf("recording revision %d: %w", e.Revision, err)
+		}
+		e.Revision++ // the name is taken by an object without the pool's label
 	}
 	observeRolloutStarted(pool, e.Initiator)
 	owned = append(owned, *cr)
@@ -127,4 +132,33 @@ func sameRollout(cr *appsv1.ControllerRevision, rec *rollout.Record) bool {
 		return false
 	}
 	return e.ForcedAt == nil || e.ForcedAt.Equal(*rec.ForcedAt)
+}
+
+// adoptInterrupted returns the pool's records (history.Records) and, after
+// them, a record a crash kept off status.revisions: the next number, still
+// in progress, for the rollout the engine records now or the one the
+// machines are moving to. Anything else the pool's label and owner
+// reference claim is ignored.
+func adoptInterrupted(pool *nodepoolv1.NodePool, crs []appsv1.ControllerRevision, plan rollout.Plan) []appsv1.ControllerRevision {
+	owned := history.Records(pool, crs)
+	last := int64(0)
+	if n := len(owned); n > 0 {
+		last = owned[n-1].Revision
+	}
+	for _, cr := range history.Unlisted(pool, crs) {
+		if cr.Revision != last+1 || cr.Annotations[history.AnnotationOutcome] != history.OutcomeInProgress {
+			continue
+		}
+		e, err := history.Decode(&cr)
+		if err != nil {
+			continue
+		}
+		recording := plan.Record != nil && sameRollout(&cr, plan.Record)
+		moving := plan.Decision.Target != nil && e.RolloutHash == plan.Decision.Target.RolloutHash
+		if recording || moving {
+			owned = append(owned, cr)
+			last = cr.Revision
+		}
+	}
+	return owned
 }

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/rollout"
@@ -61,4 +62,75 @@ func TestARolloutDecidedTwiceIsRecordedOnce(t *testing.T) {
 // and the rollout in progress superseded then.
 func starts(rec *rollout.Record) rollout.Plan {
 	return rollout.Plan{Record: rec, Finish: rollout.OutcomeSuperseded, FinishedAt: rec.Started}
+}
+
+// A revision someone made with the pool's label and a copy of its owner
+// reference is not the pool's record: the controller neither marks nor
+// prunes it, numbers past it, and lists only its own in status.revisions.
+func TestARevisionWithACopiedOwnerReferenceIsNotARecord(t *testing.T) {
+	scheme, pool := testPool()
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if err := r.recordHistory(ctx, pool, nil, starts(&rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0})); err != nil {
+		t.Fatal(err)
+	}
+	forged, err := history.New("ns", "workers", history.Entry{Revision: 2, Initiator: "spec", RolloutHash: "evil", Started: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.UID = "forged-uid"
+	if err := controllerutil.SetControllerReference(pool, forged, scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.recordHistory(ctx, pool, nil, starts(&rollout.Record{Initiator: rollout.InitiatorVersion, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Minute)})); err != nil {
+		t.Fatal(err)
+	}
+	list := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	records := history.Records(pool, list.Items)
+	if len(records) != 2 || records[0].Revision != 1 || records[1].Revision != 3 {
+		t.Fatalf("records %v, want revisions 1 and 3", history.References(records))
+	}
+	for _, cr := range list.Items {
+		if cr.Name == forged.Name && cr.Annotations[history.AnnotationOutcome] != history.OutcomeInProgress {
+			t.Errorf("the forged revision was marked %s", cr.Annotations[history.AnnotationOutcome])
+		}
+	}
+}
+
+// A reconcile that wrote a record and crashed before its status listed
+// it: the next one adopts the record rather than writing a second.
+func TestARecordACrashKeptOffTheStatusIsAdopted(t *testing.T) {
+	scheme, pool := testPool()
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	first := starts(&rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0})
+	second := starts(&rollout.Record{Initiator: rollout.InitiatorVersion, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Minute)})
+	if err := r.recordHistory(ctx, pool, nil, first); err != nil {
+		t.Fatal(err)
+	}
+	listed := pool.Status.Revisions
+	if err := r.recordHistory(ctx, pool, nil, second); err != nil {
+		t.Fatal(err)
+	}
+	pool.Status.Revisions = listed // the status patch never happened
+	if err := r.recordHistory(ctx, pool, nil, second); err != nil {
+		t.Fatal(err)
+	}
+	list := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || len(pool.Status.Revisions) != 2 || pool.Status.Revisions[1].Revision != 2 {
+		t.Errorf("%d revisions, status lists %v; want 2, both listed", len(list.Items), pool.Status.Revisions)
+	}
 }

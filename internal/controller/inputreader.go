@@ -55,8 +55,11 @@ func (r *inputReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 	}
 }
 
-// List is not used by inputs.Gather; it reads through the cache.
+// List reads through the cache (inputs.Gather lists the template's clones).
 func (r *inputReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*unstructured.UnstructuredList); ok {
+		return r.unstructured.List(ctx, list, opts...)
+	}
 	return r.cached.List(ctx, list, opts...)
 }
 

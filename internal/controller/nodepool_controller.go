@@ -79,7 +79,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
-// +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=infrastructure.sim.nodepool.dev,resources=simmachinetemplates,verbs=get;list;watch;create;patch;delete
 //
 // Leader election, in the controller's namespace only (a Role): the Lease,
 // and the core Events announcing a new leader.
@@ -238,6 +238,7 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
 	}
 	observeDrift(pool, rc.in.Now)
+	observeWindow(pool, rc.in.Now) // window_metrics.go
 	if err == nil {
 		observeInPlace(pool, rc.in.InPlace, *rc.plan)
 	}
@@ -266,6 +267,10 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 		st.ObservedGeneration = pool.Generation
 		st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
 		st.DesiredReplicas = plan.Decision.Replicas
+		st.Maintenance = plan.Maintenance
+		if plan.Maintenance == nil { // maintenance settings removed: so is their condition
+			meta.RemoveStatusCondition(&st.Conditions, nodepoolv1.ConditionMaintenanceWindow)
+		}
 		if md := rc.in.MachineDeployment; md != nil {
 			st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 		}

@@ -3,12 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
 )
 
 // Infrastructure template clones are named after their content and owned
@@ -61,6 +63,45 @@ func (r *Reconciler) cleanupTemplateClones(ctx context.Context, pool *nodepoolv1
 		if err := r.Client.Delete(ctx, clone); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting unreferenced %s %s: %w", ref.Kind, clone.GetName(), err)
 		}
+	}
+	return nil
+}
+
+// setTemplateSource records on a clone which template, at which
+// generation, it was made from, and that template's spec as hashed (see
+// inputs.TemplateInput.Pinned): a later read of the same generation is
+// the same intent, whatever a provider upgrade makes the API server
+// return for it.
+func setTemplateSource(clone *unstructured.Unstructured, t inputs.TemplateInput) {
+	if t.UID == "" || t.Generation == 0 {
+		return
+	}
+	labels := clone.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[nodepoolv1.LabelTemplateSourceUID] = string(t.UID)
+	labels[nodepoolv1.LabelTemplateSourceGeneration] = strconv.FormatInt(t.Generation, 10)
+	clone.SetLabels(labels)
+	annotations := clone.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[nodepoolv1.AnnotationTemplateSourceSpec] = string(t.Spec)
+	clone.SetAnnotations(annotations)
+}
+
+// recordTemplateSource adds the source record to a clone made before
+// clones carried one. The clone is the current inputs' (its name is
+// their spec's hash), so the spec read now is the one it was made from.
+func (r *Reconciler) recordTemplateSource(ctx context.Context, clone *unstructured.Unstructured, t inputs.TemplateInput) error {
+	if _, ok := clone.GetLabels()[nodepoolv1.LabelTemplateSourceUID]; ok || t.UID == "" || t.Generation == 0 {
+		return nil
+	}
+	before := clone.DeepCopy()
+	setTemplateSource(clone, t)
+	if err := r.Client.Patch(ctx, clone, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the source of infrastructure template clone %s: %w", clone.GetName(), err)
 	}
 	return nil
 }

@@ -379,13 +379,7 @@ func (d *demo) history(ctx context.Context) error {
 	if err := d.c.List(ctx, revs, client.InNamespace(d.o.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: d.o.Pool}); err != nil {
 		return err
 	}
-	var owned []appsv1.ControllerRevision
-	for _, r := range revs.Items {
-		if metav1.IsControlledBy(&r, pool) {
-			owned = append(owned, r)
-		}
-	}
-	history.Sort(owned)
+	owned := history.Records(pool, revs.Items)
 	d.say("%-4s %-10s %-17s %-9s %-6s %-10s %s", "REV", "INITIATOR", "PAYLOAD", "STARTED", "TOOK", "OUTCOME", "CHANGED")
 	for i := range owned {
 		e, err := history.Decode(&owned[i])

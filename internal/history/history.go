@@ -51,6 +51,10 @@ type Entry struct {
 	Started     time.Time `json:"started"`
 	// ForcedAt is set for forced rollouts: machines created before it were replaced.
 	ForcedAt *time.Time `json:"forcedAt,omitempty"`
+	// Reason is why the rollout started when it needed one: the reason
+	// given on the emergency path (outside maintenance windows), or the
+	// drift deadline reached.
+	Reason string `json:"reason,omitempty"`
 	// Spec is the owner-facing spec at this revision.
 	Spec    nodepoolv1.NodePoolSpec `json:"spec"`
 	Sources []Source                `json:"sources,omitempty"`

@@ -1,6 +1,9 @@
 package inputs
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -116,8 +119,22 @@ type TemplateInput struct {
 	// provider's CRD says implements the contract). It is not hashed: a
 	// provider serving a new version of the same content rolls nothing.
 	Version string
-	// Spec is the template's spec as canonical JSON (keys sorted).
+	// Spec is the template's spec as canonical JSON (keys sorted): as
+	// served, or, when Pinned, as it was when a clone of the same
+	// generation was made (see pinnedTemplateSpec).
 	Spec []byte
+	// UID and Generation identify the template and its spec's version.
+	// They are not hashed.
+	UID        types.UID
+	Generation int64
+	Pinned     bool
+}
+
+// Hash is the hex sha256 of the template's spec (its canonical JSON):
+// the clone is named after it.
+func (t TemplateInput) Hash() string {
+	sum := sha256.Sum256(t.Spec)
+	return hex.EncodeToString(sum[:])
 }
 
 // Source is one ConfigMap or Secret read for a pool.

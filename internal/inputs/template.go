@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/contract"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
@@ -68,5 +70,71 @@ func (g *gatherer) gatherTemplate(ctx context.Context, ref nodepoolv1.TemplateRe
 		g.fail(invalid(ref.Kind, key, fmt.Errorf("spec cannot be encoded: %w", err)))
 		return nil, nil
 	}
-	return &TemplateInput{APIGroup: ref.APIGroup, Kind: ref.Kind, Version: versions[0], Spec: canonical}, nil
+	t := &TemplateInput{APIGroup: ref.APIGroup, Kind: ref.Kind, Version: versions[0], Spec: canonical,
+		UID: obj.GetUID(), Generation: obj.GetGeneration()}
+	pinned, err := g.pinnedTemplateSpec(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if pinned != nil {
+		t.Spec, t.Pinned = pinned, true
+	}
+	return t, nil
+}
+
+// pinnedTemplateSpec is the spec the template had when a pool's clone of
+// its current generation was made, or nil when no clone records it.
+// Only the owner's edits bump a template's generation; a provider upgrade
+// that defaults a new field, or serves the kind at a new version, changes
+// what the API server returns for the same generation. Reading the
+// recorded spec keeps the rollout hash (and the clone) of every pool the
+// same through such an upgrade. The record is looked up among all pools'
+// clones in the namespace, the oldest first, so every pool of a template
+// reads the same spec; a clone's record counts only if the clone is a
+// NodePool's and its name is the one the recorded spec hashes to.
+func (g *gatherer) pinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Unstructured) ([]byte, error) {
+	if tmpl.GetGeneration() == 0 || tmpl.GetUID() == "" {
+		return nil, nil
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(tmpl.GroupVersionKind().GroupVersion().WithKind(tmpl.GetKind() + "List"))
+	err := g.c.List(ctx, list, client.InNamespace(tmpl.GetNamespace()), client.MatchingLabels{
+		nodepoolv1.LabelTemplateSourceUID:        string(tmpl.GetUID()),
+		nodepoolv1.LabelTemplateSourceGeneration: strconv.FormatInt(tmpl.GetGeneration(), 10),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the clones of %s %s/%s: %w", tmpl.GetKind(), tmpl.GetNamespace(), tmpl.GetName(), err)
+	}
+	clones := list.Items
+	sort.Slice(clones, func(i, j int) bool {
+		ti, tj := clones[i].GetCreationTimestamp(), clones[j].GetCreationTimestamp()
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return clones[i].GetName() < clones[j].GetName()
+	})
+	for i := range clones {
+		c := &clones[i]
+		spec := []byte(c.GetAnnotations()[nodepoolv1.AnnotationTemplateSourceSpec])
+		if c.GetDeletionTimestamp() != nil || !ownedByANodePool(c) || !json.Valid(spec) ||
+			!namedAfter(c.GetName(), TemplateInput{Spec: spec}.Hash()) {
+			continue
+		}
+		return spec, nil
+	}
+	return nil, nil
+}
+
+// ownedByANodePool reports whether a NodePool is o's controller.
+func ownedByANodePool(o metav1.Object) bool {
+	ref := metav1.GetControllerOf(o)
+	return ref != nil && ref.Kind == "NodePool" && strings.HasPrefix(ref.APIVersion, nodepoolv1.GroupVersion.Group+"/")
+}
+
+// namedAfter reports whether a clone's name ends in a prefix of hash (at
+// least 8 characters), as the names the controller gives clones do.
+func namedAfter(name, hash string) bool {
+	i := strings.LastIndexByte(name, '-')
+	suffix := name[i+1:]
+	return i >= 0 && len(suffix) >= 8 && strings.HasPrefix(hash, suffix)
 }

@@ -1,8 +1,6 @@
 package payload
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 
 	igntypes "github.com/coreos/ignition/v2/config/v3_5/types"
 
@@ -84,7 +82,4 @@ func renderInfrastructureTemplate(in *inputs.Inputs) (igntypes.Config, error) {
 
 // TemplateHash is the hex sha256 of an infrastructure template's spec (its
 // canonical JSON): the clone is named after it.
-func TemplateHash(t inputs.TemplateInput) string {
-	sum := sha256.Sum256(t.Spec)
-	return hex.EncodeToString(sum[:])
-}
+func TemplateHash(t inputs.TemplateInput) string { return t.Hash() }

@@ -67,6 +67,9 @@ type Decision struct {
 	Forced *Forced
 	// Reason says why, in a sentence (Invalid, Hold).
 	Reason string
+	// Window is where the maintenance windows stand (window.go), nil
+	// without spec.management.maintenance: a rollout they hold is a Defer.
+	Window *WindowState
 }
 
 // ForcedState is where a forced-rollout request stands.

@@ -61,6 +61,9 @@ func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due,
 		}
 		consider(newest, InitiatorPolicy)
 	}
+	if at, ok := driftDeadlineRequest(in, pending); ok {
+		consider(at, InitiatorDeadline)
+	}
 	return due, next
 }
 
@@ -84,7 +87,7 @@ func decideForce(in Input, target *UserData, pending []nodepoolv1.PendingManagem
 	}
 	due, next := forceRequests(in, pending)
 	created := func(t time.Time) int32 { return poolmath.CreatedBefore(md.MachinesCreated, t) }
-	if due != nil && due.initiator == InitiatorPolicy && !due.applied(md) && created(due.at) == 0 && created(due.at.Add(time.Second)) > 0 {
+	if due != nil && (due.initiator == InitiatorPolicy || due.initiator == InitiatorDeadline) && !due.applied(md) && created(due.at) == 0 && created(due.at.Add(time.Second)) > 0 {
 		// Machines made in the very second the drift was first seen are
 		// not older than it, so Cluster API would keep them although they
 		// may run the old payload: the policy asks for the next second.
@@ -132,7 +135,7 @@ func planForce(in Input, d Decision, p *Plan) {
 	if f == nil {
 		return
 	}
-	if f.State == ForcedDeferred && !f.At.After(in.Now) {
+	if f.State == ForcedDeferred && !f.At.After(in.Now) && d.Pause.Paused {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutDeferred,
 			Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.Initiator, d.Pause.Describe())})
 	}

@@ -45,6 +45,7 @@ func Decide(in Input) Plan {
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
+	planWindow(in, d, &p)
 	planBootstrapData(in, &p)
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)
@@ -57,6 +58,8 @@ func Decide(in Input) Plan {
 func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingManagementChange) {
 	pause := poolmath.PauseAt(in.Pool, in.Now)
 	o := decideOwner(in, pause)
+	cal, ws := windowState(in)
+	o = holdOwner(in, cal, ws, o)
 	var current *int32
 	if md := in.MachineDeployment; md != nil {
 		current = md.SpecReplicas
@@ -68,9 +71,12 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		base = running
 	}
 	pending := pendingDrift(in, base)
+	ws.setDeadline(in, pending)
 	if !o.started {
 		d.Forced = decideForce(in, o.target, pending, pause)
+		holdForced(in, cal, ws, d.Forced)
 	}
+	d.Window = ws
 	md := in.MachineDeployment
 	live := int32(0)
 	if md != nil {
@@ -168,6 +174,7 @@ func planRequeue(in Input, p *Plan) {
 	if f := p.Decision.Forced; f != nil && f.State == ForcedScheduled {
 		consider(f.At.Sub(in.Now))
 	}
+	considerWindow(in, p.Decision, consider)
 	if len(p.Delete) == 0 && in.Settings.CleanupGracePeriod > 0 {
 		for name, ud := range in.UserData {
 			if in.Referenced[name] {

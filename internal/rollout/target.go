@@ -77,7 +77,7 @@ func decideOwner(in Input, pause poolmath.Pause) owner {
 // ownerEvents says what the owner's change does.
 func ownerEvents(in Input, o owner, pause poolmath.Pause, p *Plan) {
 	switch {
-	case o.deferred:
+	case o.deferred && pause.Paused: // else a maintenance window holds it (planWindow)
 		when := "when spec.management.pausedUntil is cleared"
 		if !pause.Until.IsZero() {
 			when = "at " + pause.Until.UTC().Format(time.RFC3339)

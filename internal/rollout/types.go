@@ -48,6 +48,9 @@ type Input struct {
 	// InPlace is set for InPlace pools: their machines and Nodes.
 	// MachineDeployment then summarises the pool's MachineSet.
 	InPlace *InPlace
+	// RecentRolloutDurations are how long the pool's recent completed
+	// rollouts took (from its history), for the maintenance window fit.
+	RecentRolloutDurations []time.Duration
 }
 
 // Settings are the controller's tunables the engine needs.
@@ -192,6 +195,8 @@ type Plan struct {
 	// pause expiry, a scheduled forced rollout, cleanup, the resync period,
 	// sooner while a rollout moves); 0 means no need.
 	RequeueAfter time.Duration
+	// Maintenance is status.maintenance (nil without maintenance settings).
+	Maintenance *nodepoolv1.MaintenanceStatus
 }
 
 // TokenAction makes a token Secret exist, serve PayloadHash, and rotate.
@@ -257,6 +262,9 @@ type Record struct {
 	Started time.Time
 	// ForcedAt is the time machines must be newer than, for forced rollouts.
 	ForcedAt *time.Time
+	// Reason says why, when the rollout needs one: the emergency path's
+	// reason, or the drift deadline that was reached.
+	Reason string
 }
 
 // Outcome is how a rollout on record ended.

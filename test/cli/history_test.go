@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/cli"
@@ -101,5 +103,44 @@ func TestRolloutUndoRestoresTheSpecAndRefusesChangedSources(t *testing.T) {
 	ok(t, ns, "rollout", "status", "workers", "--timeout", "2m")
 	if s := observe(t, p); s.pool.Spec.Config[0].Name != "chrony-2" || s.pool.Spec.NodeLabels["example.com/tier"] != "two" {
 		t.Errorf("spec after the forced undo: %+v", s.pool.Spec)
+	}
+}
+
+func TestARevisionWithACopiedOwnerReferenceIsNeitherHistoryNorAnUndoTarget(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	p := newPool(t, ns, "workers", 1, nil)
+	waitFor(t, p, rolloutTimeout, "1 ready machine", settled(1))
+	revisionsOf(t, ns, 1)
+	pool := &nodepoolv1.NodePool{}
+	if err := st.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), pool); err != nil {
+		t.Fatal(err)
+	}
+	// Someone who may create ControllerRevisions in the namespace claims
+	// a rollout for the pool: its label, its UID as controller.
+	forged, err := history.New(ns, "workers", history.Entry{Revision: 7, Initiator: "spec", RolloutHash: "0123456789abcdef",
+		Started: time.Now(), Spec: *pool.Spec.DeepCopy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.Data.Raw = []byte(strings.Replace(string(forged.Data.Raw), `"version":"v1.36.3"`, `"version":"v1.30.0"`, 1))
+	if err := controllerutil.SetControllerReference(pool, forged, st.Env.Scheme); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, forged)
+
+	if h := decodeJSON[[]history.Entry](t, ok(t, ns, "rollout", "history", "workers", "-o", "json")); len(h) != 1 || h[0].Revision != 1 {
+		t.Errorf("history lists %+v, want revision 1 only", h)
+	}
+	r := fails(t, ns, cli.ExitFailure, "rollout", "undo", "workers", "--to-revision", "7")
+	if !strings.Contains(r.err, "revision 7 of nodepool.nodepool.dev/workers not found: recorded revisions are 1") {
+		t.Errorf("undo to the forged revision: %s", r.err)
+	}
+	// The next rollout is numbered past it and is the only other record.
+	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Release.Version = "v1.36.4" })
+	ok(t, ns, "rollout", "status", "workers", "--timeout", "2m")
+	h := revisionsOf(t, ns, 2)
+	if h[1].Revision != 8 || h[1].Initiator != "version" {
+		t.Errorf("the next rollout is %+v, want revision 8 for version", h[1])
 	}
 }

@@ -45,7 +45,7 @@ var (
 	// shipped is `kustomize build config/default`.
 	shipped []*unstructured.Unstructured
 	// service stands in for the payload server Service.
-	service *forwarder
+	service *stack.Forwarder
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -102,7 +102,7 @@ func setup() error {
 	if err := env.Client.Create(ctx, stack.ManagementConfig("registry.example/haproxy@sha256:"+string(bytes.Repeat([]byte("a"), 64)))); err != nil {
 		return err
 	}
-	if service, err = newForwarder(); err != nil {
+	if service, err = stack.NewForwarder(); err != nil {
 		return err
 	}
 	svcHost, err := serviceAddress()

@@ -66,6 +66,8 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 		{"create", "apps", "controllerrevisions", "", pool},
 		{"create", "events.k8s.io", "events", "", pool},
 		{"create", "infrastructure.sim.nodepool.dev", "simmachinetemplates", "", pool},
+		// Recording on a clone of its own which template generation it holds.
+		{"patch", "infrastructure.sim.nodepool.dev", "simmachinetemplates", "", pool},
 		{"update", "coordination.k8s.io", "leases", "", systemNamespace},
 		{"create", "", "events", "", systemNamespace},
 		// The published settings, in its own namespace only.

@@ -109,7 +109,7 @@ func TestNewNodesPolicyGivesNewNodesTheLatestPayloadAndKeepsTheOld(t *testing.T)
 	})
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("e", 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	waitFor(t, p, 30*time.Second, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
 	scale(t, p, 3)
@@ -130,7 +130,7 @@ func TestRolloutPolicyRollsManagementDrift(t *testing.T) {
 	})
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("f", 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	after := waitFor(t, p, rolloutTimeout, "every machine replaced on a new payload", func(s state) bool {
 		return settled(2)(s) && s.machines.Intersection(before.machines).Len() == 0 && s.onlyPayload() != before.onlyPayload() &&
@@ -147,7 +147,7 @@ func TestApplyPendingIsRecordedAsPlatformInitiated(t *testing.T) {
 	p := newPool(t, "workers", 2)
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("1", 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	waitFor(t, p, 30*time.Second, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
 	update(t, p, func(p *nodepoolv1.NodePool) {

@@ -323,3 +323,20 @@ func TestAPayloadServerURLChangeReachesTheUserDataAtOnceAndRollsNothing(t *testi
 		t.Errorf("a URL change replaced machines: before %s, after %s", before, after)
 	}
 }
+
+func TestTheControllerLosingTheAPIServerForSecondsLosesNoScaleUpAndRollsNothing(t *testing.T) {
+	p := newPool(t, "workers", 1)
+	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	records := len(historyOf(t, p))
+	st.CutAPIServer(5 * time.Second)
+	// Written while the controller's watches are broken: it sees the
+	// change only once it lists again.
+	scale(t, p, 2)
+	after := waitFor(t, p, rolloutTimeout, "the scale-up made once the API server is back", settled(2))
+	if !after.machines.IsSuperset(before.machines) || after.onlyPayload() != before.onlyPayload() {
+		t.Errorf("the outage disturbed the pool: before %s, after %s", before, after)
+	}
+	if got := len(historyOf(t, p)); got != records {
+		t.Errorf("%d rollout records after the outage, want %d", got, records)
+	}
+}

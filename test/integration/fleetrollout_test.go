@@ -69,10 +69,10 @@ func newFleetPools(t *testing.T, label string, n, perNamespace int) []*nodepoolv
 
 // bumpPlatform changes the platform's proxy image, so every pool has
 // pending drift, and waits until the pools report it.
-func bumpPlatform(t *testing.T, digit string, pools []*nodepoolv1.NodePool) {
+func bumpPlatform(t *testing.T, pools []*nodepoolv1.NodePool) {
 	t.Helper()
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat(digit, 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	for _, p := range pools {
 		waitFor(t, p, 2*time.Minute, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
@@ -142,7 +142,7 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 	// select stays out.
 	outside := newPoolWith(t, "outside", 1, func(_ string, p *nodepoolv1.NodePool) { p.Labels = map[string]string{"fleet": label} })
 	waitFor(t, outside, fleetTimeout, "settled", settled(1))
-	bumpPlatform(t, "7", append(pools, outside))
+	bumpPlatform(t, append(pools, outside))
 	before := map[string]state{}
 	for _, p := range pools {
 		before[p.Namespace+"/"+p.Name] = observe(t, p)
@@ -223,7 +223,7 @@ func holds(fr *nodepoolv1.FleetRollout, p *nodepoolv1.NodePool) bool {
 func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t *testing.T) {
 	const label = "pause"
 	pools := newFleetPools(t, label, 4, 4)
-	bumpPlatform(t, "8", pools)
+	bumpPlatform(t, pools)
 	fr := newFleetRollout(t, label, func(fr *nodepoolv1.FleetRollout) {
 		fr.Spec.Waves = []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")}
 		fr.Spec.Soak = &metav1.Duration{Duration: time.Hour}
@@ -282,7 +282,7 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 func TestARestartedControllerResumesAFleetRolloutWithoutRollingAPoolTwice(t *testing.T) {
 	const label = "restart"
 	pools := newFleetPools(t, label, 6, 6)
-	bumpPlatform(t, "9", pools)
+	bumpPlatform(t, pools)
 	fr := newFleetRollout(t, label, func(fr *nodepoolv1.FleetRollout) {
 		fr.Spec.Waves = []intstr.IntOrString{intstr.FromInt32(2), intstr.FromString("100%")}
 		fr.Spec.MaxConcurrent = ptr.To[int32](2)

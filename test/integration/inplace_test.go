@@ -233,7 +233,7 @@ func TestInPlaceManagementOnlyChangeUpdatesNothingAndIsReportedAsDrift(t *testin
 	p := newInPlacePool(t, 2, 2)
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("9", 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	waitFor(t, p, time.Minute, "the drift reported", func(s state) bool {
 		for _, r := range s.pool.Status.PendingManagementChanges {

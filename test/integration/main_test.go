@@ -6,10 +6,13 @@
 package integration
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -50,4 +53,13 @@ func restartController(t *testing.T, s controller.Settings) {
 
 func managementConfig(proxyImage string) *corev1.ConfigMap { return stack.ManagementConfig(proxyImage) }
 
-func repeat(s string, n int) string { return strings.Repeat(s, n) }
+// freshDigest is a sha256 digest no earlier call returned, in this run or
+// another against the same API server (-count, a replayed test): a
+// management change that sets the value the config already holds changes
+// nothing, and a test waiting for it to roll would wait in vain.
+func freshDigest() string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%d/%d", time.Now().UnixNano(), digests.Add(1))))
+	return hex.EncodeToString(sum[:])
+}
+
+var digests atomic.Int64

@@ -98,7 +98,7 @@ func TestAChangedInputIsNeverServedFromTheRenderCache(t *testing.T) {
 	}
 	t.Cleanup(func() { setManagementConfig(t, func(string) string { return was.Data[inputs.ManagementConfigKey] }) })
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("d", 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	bumped := fresh()
 	if bumped.Hashes.Payload == retemplated.Hashes.Payload || bumped.Hashes.Rollout != retemplated.Hashes.Rollout {

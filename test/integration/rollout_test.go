@@ -38,7 +38,7 @@ func TestPinnedManagementDriftReplacesNoMachineAndScaleUpMatches(t *testing.T) {
 
 	// The platform bumps the API-server proxy image.
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("b", 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	waitFor(t, p, 30*time.Second, "ConfigUpdatePending naming apiserver-proxy", func(s state) bool {
 		c := condition(s.pool, nodepoolv1.ConditionConfigUpdatePending)
@@ -66,7 +66,7 @@ func TestOwnerChangeRollsEveryMachineAndAppliesPendingDrift(t *testing.T) {
 	p := newPool(t, "workers", 3)
 	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
 	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + repeat("c", 64) + "\n"
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
 	})
 	waitFor(t, p, 30*time.Second, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
 

@@ -53,7 +53,7 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		var what, initiator string
 		records := len(historyOf(t, p))
 		var restore func() bool // a fault's repair, checked once settled
-		switch rnd.IntN(10) {
+		switch rnd.IntN(11) {
 		case 0:
 			what = "owner: config content"
 			update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
@@ -118,6 +118,13 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A machine made now boots from the new server's index.
+			size[i] = min(size[i]+1, 4)
+			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
+		case 10:
+			what = "fault: the API server gone for 5s, then a scale-up"
+			st.CutAPIServer(5 * time.Second)
+			// Issued while the controller cannot see it: it must act on it
+			// once its watches are back.
 			size[i] = min(size[i]+1, 4)
 			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
 		}

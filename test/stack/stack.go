@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,6 +57,9 @@ type Stack struct {
 	// same address, and stopPayloadServer stops the running one.
 	payloadServer     payloadserver.Options
 	stopPayloadServer func()
+	// apiServer is the controller's way to the API server, which
+	// CutAPIServer cuts.
+	apiServer *Forwarder
 }
 
 // Start starts the stack; call Stop when done.
@@ -104,6 +109,17 @@ func Start(ctx context.Context) (_ *Stack, retErr error) {
 		CleanupGracePeriod: 5 * time.Second,
 		ResyncPeriod:       3 * time.Second,
 	}
+	apiHost := env.Config.Host
+	if !strings.Contains(apiHost, "://") {
+		apiHost = "https://" + apiHost
+	}
+	host, err := url.Parse(apiHost)
+	if err != nil {
+		return nil, err
+	}
+	if s.apiServer, err = NewForwarder(host.Host); err != nil {
+		return nil, err
+	}
 	if s.stopController, err = s.startController(s.Settings); err != nil {
 		return nil, err
 	}
@@ -123,6 +139,9 @@ func (s *Stack) Stop() error {
 		stop()
 	}
 	err := s.Env.Stop()
+	if s.apiServer != nil {
+		s.apiServer.Close()
+	}
 	if s.dir != "" {
 		err = errors.Join(err, os.RemoveAll(s.dir))
 	}
@@ -142,11 +161,20 @@ func (s *Stack) RestartController(settings controller.Settings) error {
 	return err
 }
 
+// CutAPIServer takes the API server away from the NodePool controller for
+// d: its open connections (watches included) break and new ones are
+// refused, as when the API server restarts or the network between them
+// fails. Cluster API and the sim keep theirs.
+func (s *Stack) CutAPIServer(d time.Duration) { s.apiServer.Cut(d) }
+
 // startController runs the NodePool controller in its own manager, as in
-// production (it has its own ClusterCache), until the returned func is called.
+// production (it has its own ClusterCache), until the returned func is
+// called. It reaches the API server through s.apiServer.
 func (s *Stack) startController(settings controller.Settings) (func(), error) {
 	skip := true
-	mgr, err := ctrl.NewManager(s.Env.Config, ctrl.Options{
+	cfg := rest.CopyConfig(s.Env.Config)
+	cfg.Host = "https://" + s.apiServer.Addr()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: s.Env.Scheme, Cache: controller.CacheOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: &skip},

@@ -82,6 +82,8 @@ type World struct {
 	CRD         *apiextensionsv1.CustomResourceDefinition
 	Template    *unstructured.Unstructured
 	Settings    inputs.Settings
+	// Extra objects the client holds besides the inputs (clones, say).
+	Extra []client.Object
 }
 
 // New returns a world in which every input of a payload is set.
@@ -196,6 +198,9 @@ func (w *World) Client() client.Reader {
 	add(w.Management, w.Management != nil)
 	add(w.CRD, w.CRD != nil)
 	add(w.Template, w.Template != nil)
+	for _, o := range w.Extra {
+		add(o, true)
+	}
 	return fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).Build()
 }
 

@@ -1,0 +1,52 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// RecentLimit is how many of a pool's latest completed rollouts predict
+// whether the next one fits a maintenance window.
+const RecentLimit = 10
+
+// Durations returns how long the newest completed rollouts among the
+// revisions took (at most limit, newest first). The pool's creation
+// (revision 1) is left out: it boots machines, it replaces none.
+func Durations(crs []appsv1.ControllerRevision, limit int) []time.Duration {
+	sorted := append([]appsv1.ControllerRevision(nil), crs...)
+	Sort(sorted)
+	var out []time.Duration
+	for i := len(sorted) - 1; i >= 0 && len(out) < limit; i-- {
+		e, err := Decode(&sorted[i])
+		if err != nil || e.Revision <= 1 || e.Outcome != OutcomeComplete || e.Completed == nil {
+			continue
+		}
+		if d := e.Completed.Sub(e.Started); d > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// RecentDurations reads the pool's revisions and returns Durations of
+// them.
+func RecentDurations(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) ([]time.Duration, error) {
+	list := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pool's history: %w", err)
+	}
+	var owned []appsv1.ControllerRevision
+	for _, cr := range list.Items {
+		if metav1.IsControlledBy(&cr, pool) {
+			owned = append(owned, cr)
+		}
+	}
+	return Durations(owned, RecentLimit), nil
+}

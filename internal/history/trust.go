@@ -1,0 +1,61 @@
+package history
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// Records returns the pool's rollout records among crs, oldest first: the
+// ControllerRevisions status.revisions lists, by number and UID (the API
+// server assigns UIDs, so a revision someone made with a copied owner
+// reference is not among them). A pool whose status lists none (its
+// records predate the list) trusts every revision it controls.
+func Records(pool *nodepoolv1.NodePool, crs []appsv1.ControllerRevision) []appsv1.ControllerRevision {
+	listed := map[int64]string{}
+	for _, r := range pool.Status.Revisions {
+		listed[r.Revision] = string(r.UID)
+	}
+	var out []appsv1.ControllerRevision
+	for _, cr := range crs {
+		if !metav1.IsControlledBy(&cr, pool) {
+			continue
+		}
+		if uid, ok := listed[cr.Revision]; len(listed) == 0 || (ok && uid == string(cr.UID)) {
+			out = append(out, cr)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// Unlisted returns the revisions the pool controls that status.revisions
+// does not list, oldest first: a record whose listing a crash interrupted,
+// or someone else's.
+func Unlisted(pool *nodepoolv1.NodePool, crs []appsv1.ControllerRevision) []appsv1.ControllerRevision {
+	if len(pool.Status.Revisions) == 0 {
+		return nil
+	}
+	trusted := map[nodepoolv1.RevisionReference]bool{}
+	for _, r := range References(Records(pool, crs)) {
+		trusted[r] = true
+	}
+	var out []appsv1.ControllerRevision
+	for _, cr := range crs {
+		if metav1.IsControlledBy(&cr, pool) && !trusted[nodepoolv1.RevisionReference{Revision: cr.Revision, UID: cr.UID}] {
+			out = append(out, cr)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// References lists crs as status.revisions.
+func References(crs []appsv1.ControllerRevision) []nodepoolv1.RevisionReference {
+	out := make([]nodepoolv1.RevisionReference, 0, len(crs))
+	for _, cr := range crs {
+		out = append(out, nodepoolv1.RevisionReference{Revision: cr.Revision, UID: cr.UID})
+	}
+	return out
+}

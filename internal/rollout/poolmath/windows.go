@@ -1,0 +1,348 @@
+package poolmath
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	// The controller and the CLI read time zones from data built into the
+	// binary, so a window means the same on every host.
+	_ "time/tzdata"
+
+	"github.com/robfig/cron/v3"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// Class is a kind of rollout, as the maintenance settings gate it.
+type Class string
+
+// Classes of rollouts.
+const (
+	// ClassPlatform: apply-pending, managementUpdates: Rollout, the drift
+	// deadline. Always held by the windows.
+	ClassPlatform Class = "Platform"
+	// ClassOwner: owner changes (spec, version); held by the windows only
+	// when spec.management.maintenance.gate lists Owner.
+	ClassOwner Class = "Owner"
+	// ClassRestart: rolloutAfter; held by the windows only when gate lists
+	// Restart.
+	ClassRestart Class = "Restart"
+)
+
+// Interval is [Start, End); a zero End has no end.
+type Interval struct {
+	Start, End time.Time
+}
+
+// Contains reports whether t is in the interval.
+func (iv Interval) Contains(t time.Time) bool {
+	return !t.Before(iv.Start) && (iv.End.IsZero() || t.Before(iv.End))
+}
+
+// Calendar is a pool's maintenance settings, parsed.
+type Calendar struct {
+	windows    []window
+	exclusions []nodepoolv1.MaintenanceExclusion
+	gate       map[Class]bool
+	// Err says why the settings cannot be read (a schedule or time zone):
+	// every gated rollout is then held.
+	Err error
+}
+
+type window struct {
+	schedule cron.Schedule
+	duration time.Duration
+	loc      *time.Location
+}
+
+// horizon is how far ahead a window is looked for.
+const horizon = 5 * 366 * 24 * time.Hour
+
+// maxMerge bounds how many window openings are merged into one interval
+// (a window that is always open, such as every minute for two minutes).
+const maxMerge = 2000
+
+// cronParser reads schedules as Kubernetes CronJob does: five fields or a
+// descriptor.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// NewCalendar parses spec.management.maintenance (nil: no calendar).
+func NewCalendar(m *nodepoolv1.Maintenance) *Calendar {
+	if m == nil {
+		return nil
+	}
+	c := &Calendar{exclusions: m.Exclusions, gate: map[Class]bool{ClassPlatform: true}}
+	for _, g := range m.Gate {
+		switch g {
+		case nodepoolv1.GatedRolloutOwner:
+			c.gate[ClassOwner] = true
+		case nodepoolv1.GatedRolloutRestart:
+			c.gate[ClassRestart] = true
+		}
+	}
+	var errs []error
+	for i, w := range m.Windows {
+		zone := w.TimeZone
+		if zone == "" {
+			zone = "UTC"
+		}
+		loc, err := time.LoadLocation(zone)
+		if err != nil || zone == "Local" {
+			errs = append(errs, fmt.Errorf("spec.management.maintenance.windows[%d].timeZone %q is not a time zone the controller knows (an IANA name such as Europe/Berlin)", i, w.TimeZone))
+			continue
+		}
+		s, err := cronParser.Parse(w.Schedule)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("spec.management.maintenance.windows[%d].schedule %q does not parse: %v", i, w.Schedule, err))
+			continue
+		}
+		if w.Duration.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("spec.management.maintenance.windows[%d].duration must be positive", i))
+			continue
+		}
+		c.windows = append(c.windows, window{schedule: s, duration: w.Duration.Duration, loc: loc})
+	}
+	c.Err = errors.Join(errs...)
+	return c
+}
+
+// Gates reports whether the windows hold rollouts of class (exclusions of
+// scope All hold every class).
+func (c *Calendar) Gates(class Class) bool { return c != nil && c.gate[class] }
+
+// HasWindows reports whether any window is set.
+func (c *Calendar) HasWindows() bool { return c != nil && len(c.windows) > 0 }
+
+// wall is t's wall clock in loc, as a UTC time: the schedule is evaluated
+// on wall clocks, so a daylight saving change neither skips nor repeats a
+// window.
+func wall(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
+}
+
+// instant is the first instant whose wall clock in loc is w; a wall clock
+// that does not exist (clocks went forward over it) is the instant they
+// did.
+func instant(w time.Time, loc *time.Location) time.Time {
+	t := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc)
+	if !wall(t, loc).Equal(w) {
+		// In a gap: the transition is the start of t's zone period, or
+		// the end of the one before.
+		start, end := t.ZoneBounds()
+		if wall(start, loc).After(w) {
+			return start
+		}
+		return end
+	}
+	// Clocks that went back repeat wall clocks: take the earlier instant.
+	for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
+		if e := t.Add(-back); wall(e, loc).Equal(w) {
+			return e
+		}
+	}
+	return t
+}
+
+// next is the first opening of w strictly after t (zero when none within
+// the horizon).
+func (w window) next(t time.Time) time.Time {
+	wt := wall(t, w.loc)
+	for range 4 {
+		wn := w.schedule.Next(wt)
+		if wn.IsZero() {
+			return time.Time{}
+		}
+		if at := instant(wn, w.loc); at.After(t) {
+			return at
+		}
+		wt = wn // the first of two repeated wall clocks was before t
+	}
+	return time.Time{}
+}
+
+// windowFrom is the merged window interval that contains t or, if none
+// does, the next one (ok false when none opens within the horizon).
+func (c *Calendar) windowFrom(t time.Time) (Interval, bool) {
+	var iv Interval
+	for _, w := range c.windows {
+		// The first opening whose end is after t.
+		s := w.next(t.Add(-w.duration))
+		if s.IsZero() || s.Sub(t) > horizon {
+			continue
+		}
+		if iv.Start.IsZero() || s.Before(iv.Start) {
+			iv = Interval{Start: s, End: s.Add(w.duration)}
+		}
+	}
+	if iv.Start.IsZero() {
+		return iv, false
+	}
+	for range maxMerge {
+		extended := false
+		for _, w := range c.windows {
+			if s := w.next(iv.End.Add(-w.duration)); !s.IsZero() && !s.After(iv.End) {
+				iv.End = s.Add(w.duration)
+				extended = true
+			}
+		}
+		if !extended {
+			break
+		}
+	}
+	return iv, true
+}
+
+// holds reports whether exclusion e holds a rollout of class (the
+// emergency path: only unbreakable exclusions hold).
+func holds(e nodepoolv1.MaintenanceExclusion, class Class, emergency bool) bool {
+	if emergency && !e.Unbreakable {
+		return false
+	}
+	return e.Scope != nodepoolv1.ExclusionScopePlatform || class == ClassPlatform
+}
+
+// Gate is whether a rollout of some class may start at a time, and when.
+type Gate struct {
+	// Open: it may start now.
+	Open bool
+	// Allowed is the interval it may start in: the one open now, or the
+	// next one. Its Start is when it opened (the window's opening, or the
+	// end of an exclusion that held it; zero when nothing ever closed it),
+	// so it is the same at every look during the interval. Found is false
+	// when none opens within five years.
+	Allowed Interval
+	Found   bool
+	// Exclusion names the exclusion that holds it now ("" when a window
+	// is simply closed, or when Open).
+	Exclusion string
+	// Invalid: the settings cannot be read; nothing gated starts.
+	Invalid bool
+}
+
+// GateAt says whether a rollout of class may start at now. Windows hold
+// the classes they gate (not the emergency path); exclusions hold their
+// scope whatever the windows say.
+func (c *Calendar) GateAt(now time.Time, class Class, emergency bool) Gate {
+	if c == nil {
+		return Gate{Open: true, Found: true}
+	}
+	if c.Err != nil && (c.gate[class] && !emergency) {
+		return Gate{Invalid: true}
+	}
+	useWindows := c.gate[class] && !emergency && len(c.windows) > 0
+	g := Gate{}
+	t := now
+	for range maxMerge {
+		var iv Interval
+		if useWindows {
+			var ok bool
+			if iv, ok = c.windowFrom(t); !ok {
+				return g
+			}
+		}
+		probe := t
+		if iv.Start.After(t) {
+			probe = iv.Start
+		}
+		if e, ok := c.exclusionAt(probe, class, emergency); ok {
+			if probe.Equal(now) && g.Exclusion == "" {
+				g.Exclusion = e.Name
+			}
+			t = e.End.Time
+			if t.Sub(now) > horizon {
+				return g
+			}
+			continue
+		}
+		for _, e := range c.exclusions {
+			if !holds(e, class, emergency) {
+				continue
+			}
+			// An exclusion that ended inside the interval opened it.
+			if e.End.After(iv.Start) && !e.End.After(probe) {
+				iv.Start = e.End.Time
+			}
+			// One that starts inside it closes it.
+			if e.Start.After(probe) && (iv.End.IsZero() || e.Start.Time.Before(iv.End)) {
+				iv.End = e.Start.Time
+			}
+		}
+		g.Allowed, g.Found = iv, true
+		g.Open = iv.Contains(now)
+		if g.Open {
+			g.Exclusion = ""
+		}
+		return g
+	}
+	return g
+}
+
+// exclusionAt is the exclusion holding class at t, the one ending last
+// when several do.
+func (c *Calendar) exclusionAt(t time.Time, class Class, emergency bool) (nodepoolv1.MaintenanceExclusion, bool) {
+	var found nodepoolv1.MaintenanceExclusion
+	ok := false
+	for _, e := range c.exclusions {
+		if holds(e, class, emergency) && !t.Before(e.Start.Time) && t.Before(e.End.Time) {
+			if !ok || e.End.After(found.End.Time) {
+				found, ok = e, true
+			}
+		}
+	}
+	return found, ok
+}
+
+// Fit is what the pool's recent rollouts say of a rollout fitting an
+// interval: the median and the slowest of their durations.
+type Fit struct {
+	Median, Slowest time.Duration
+	// Samples is how many durations were read.
+	Samples int
+}
+
+// FitOf summarises recent rollout durations (zero Fit when none).
+func FitOf(durations []time.Duration) Fit {
+	var ds []time.Duration
+	for _, d := range durations {
+		if d > 0 {
+			ds = append(ds, d)
+		}
+	}
+	if len(ds) == 0 {
+		return Fit{}
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	n := len(sorted)
+	median := sorted[n/2]
+	if n%2 == 0 {
+		median = (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	return Fit{Median: median, Slowest: sorted[n-1], Samples: n}
+}
+
+// Describe says whether a rollout of the recent durations fits in d (the
+// time left in the window, or the next window's length); "" when there is
+// nothing to go by or the interval has no end.
+func (f Fit) Describe(d time.Duration) string {
+	if f.Samples == 0 || d <= 0 {
+		return ""
+	}
+	took := fmt.Sprintf("recent rollouts of this pool took %s (median) to %s (slowest of %d)", round(f.Median), round(f.Slowest), f.Samples)
+	switch {
+	case f.Slowest <= d:
+		return took + fmt.Sprintf(": one fits the %s of the window", round(d))
+	case f.Median <= d:
+		return took + fmt.Sprintf(": one likely fits the %s of the window, a slow one runs past its end (it is not stopped)", round(d))
+	}
+	return took + fmt.Sprintf(": one does not fit the %s of the window and runs past its end (it is not stopped)", round(d))
+}
+
+func round(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Minute)
+	}
+	return d.Round(time.Second)
+}
