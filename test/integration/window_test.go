@@ -48,7 +48,7 @@ func replacedFrom(before state, n int) func(state) bool {
 	return func(s state) bool { return settled(n)(s) && s.machines.Intersection(before.machines).Len() == 0 }
 }
 
-func bumpProxy(t *testing.T, _ string) {
+func bumpProxy(t *testing.T) {
 	t.Helper()
 	setManagementConfig(t, func(string) string {
 		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
@@ -92,7 +92,7 @@ func TestPlatformRolloutsWaitForTheWindowAndOwnerChangesOnlyWhenOptedIn(t *testi
 	before = waitFor(t, p, rolloutTimeout, "the owner change rolled outside the window", replacedFrom(before, 1))
 
 	// The platform's waits for the window.
-	bumpProxy(t, "2")
+	bumpProxy(t)
 	waitFor(t, p, 30*time.Second, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
 	update(t, p, func(p *nodepoolv1.NodePool) {
 		p.Annotations[rollout.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
@@ -128,7 +128,7 @@ func TestPlatformRolloutsWaitForTheWindowAndOwnerChangesOnlyWhenOptedIn(t *testi
 
 	// The emergency path: outside the window, with a reason.
 	clock.set(opens.Add(26 * time.Hour))
-	bumpProxy(t, "3")
+	bumpProxy(t)
 	waitFor(t, p, 30*time.Second, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
 	now := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
 	update(t, p, func(p *nodepoolv1.NodePool) {
@@ -165,7 +165,7 @@ func TestAnExclusionHoldsTheDriftDeadlineUntilTheFirstWindowAfterIt(t *testing.T
 	// Drift first seen 75 minutes before the window: its deadline passes
 	// 15 minutes before it.
 	clock.set(opens.Add(-75 * time.Minute))
-	bumpProxy(t, "4")
+	bumpProxy(t)
 	deadline := opens.Add(-15 * time.Minute)
 	waitFor(t, p, 30*time.Second, "drift reported with its deadline", func(s state) bool {
 		st := s.pool.Status.Maintenance
