@@ -108,6 +108,8 @@ bench: control-plane ## Benchmarks: payload render + hashes, payload server thro
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" NODEPOOL_BENCH_POOLS="$(NODEPOOL_BENCH_POOLS)" \
 	NODEPOOL_BENCH_OUT="$(BIN)/bench" go test ./test/bench -run '^$$' -bench BenchmarkFleet -benchtime 1x -timeout 180m
 	go test ./test/bench -run '^$$' -bench BenchmarkFleetOfPools -benchtime 1x -timeout 40m
+	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
+	go test ./test/bench -run '^$$' -bench BenchmarkWavedPlatformRollout -benchtime 1x -timeout 60m
 
 # The dev environment keeps its state here; `make dev` again resumes it.
 DEV_DATA_DIR ?= .dev

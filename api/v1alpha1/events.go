@@ -46,3 +46,25 @@ const (
 	// window.
 	EventDriftDeadlineReached = "DriftDeadlineReached"
 )
+
+// Reasons of the events a FleetRollout controller emits, on the FleetRollout
+// and on each pool it triggers.
+const (
+	// EventFleetRolloutStarted: the pools were selected and assigned waves.
+	EventFleetRolloutStarted = "FleetRolloutStarted"
+	// EventFleetWaveStarted and EventFleetWaveComplete follow the waves.
+	EventFleetWaveStarted  = "FleetWaveStarted"
+	EventFleetWaveComplete = "FleetWaveComplete"
+	// EventFleetPoolTriggered (on the FleetRollout and on the pool): the
+	// pool was annotated to roll.
+	EventFleetPoolTriggered = "FleetPoolTriggered"
+	// EventFleetPoolSkipped: a pool was skipped (no drift, held, deleted).
+	EventFleetPoolSkipped = "FleetPoolSkipped"
+	// EventFleetRolloutHalted (Warning): a stop condition halted the rollout.
+	EventFleetRolloutHalted = "FleetRolloutHalted"
+	// EventFleetRolloutResumed: spec.resumedAt cleared a halt.
+	EventFleetRolloutResumed = "FleetRolloutResumed"
+	// EventFleetRolloutCancelled and EventFleetRolloutComplete end it.
+	EventFleetRolloutCancelled = "FleetRolloutCancelled"
+	EventFleetRolloutComplete  = "FleetRolloutComplete"
+)

@@ -204,6 +204,8 @@ replace every machine for nothing; --force does it anyway.`,
 					p.Annotations = map[string]string{}
 				}
 				p.Annotations[rollout.AnnotationApplyPending] = at
+				// By hand, not for a fleet rollout: recorded as platform.
+				delete(p.Annotations, nodepoolv1.AnnotationFleetRollout)
 				outside.set(p, forced)
 			}); err != nil {
 				return err

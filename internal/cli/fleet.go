@@ -38,6 +38,9 @@ type FleetRow struct {
 	NextWindow    *time.Time `json:"nextWindow,omitempty"`
 	DriftDeadline *time.Time `json:"driftDeadline,omitempty"`
 	maintained    bool
+	// FleetRollout is the fleet rollout the pool belongs to, with its wave
+	// and state ("" for none).
+	FleetRollout string `json:"fleetRollout,omitempty"`
 }
 
 // FleetDrift is one pending platform component of a pool.
@@ -79,7 +82,9 @@ while one is) and when its pending drift reaches spec.management.maintenance.dri
 
 --sort-by orders the rows: name (namespace/name, the default), drift-age (the
 oldest pending change first), drift (most pending components first), cluster or
-version. -o json gives every row with the drift's times and digests.`,
+version. -o json gives every row with the drift's times and digests. The last
+column names the fleet rollout the pool belongs to, with its wave and state
+(kubectl nodepool fleet rollout creates one).`,
 		Example: `  # Which pools across the fleet have waited longest for platform changes?
   kubectl nodepool fleet -A --sort-by drift-age
 
@@ -138,7 +143,14 @@ func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, erro
 	if err := c.List(ctx, list, opts...); err != nil {
 		return nil, fmt.Errorf("listing NodePools %s: %w", where, err)
 	}
-	return fleetRows(o.now(), list.Items, pendingOnly), nil
+	rows := fleetRows(o.now(), list.Items, pendingOnly)
+	member := fleetMembership(ctx, c)
+	for i := range rows {
+		if m := member[rows[i].Namespace+"/"+rows[i].Pool]; m != "" {
+			rows[i].FleetRollout = m
+		}
+	}
+	return rows, nil
 }
 
 // fleetRows summarises pools from their status.
@@ -149,6 +161,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 			Namespace: p.Namespace, Pool: p.Name, Cluster: p.Spec.ClusterName, Version: p.Status.Version,
 			Ready: p.Status.ReadyReplicas, UpToDate: p.Status.UpdatedReplicas, Updating: p.Status.Updating,
 			ManagementUpdates: string(p.Spec.Management.ManagementUpdates), Drift: []FleetDrift{},
+			FleetRollout: p.Annotations[nodepoolv1.AnnotationFleetRollout],
 		}
 		// The fleet reads the pools' status only (no per-pool observe):
 		// the count the engine last decided, or, before the controller
@@ -180,6 +193,10 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 	if windows {
 		t.header = append(t.header, "NEXT-WINDOW", "DRIFT-DEADLINE")
 	}
+	fleets := withFleetRollouts(rows) // the fleet rollout column when a pool belongs to one
+	if fleets {
+		t.header = append(t.header, "FLEET-ROLLOUT")
+	}
 	for _, r := range rows {
 		var drift []string
 		for _, d := range r.Drift {
@@ -201,7 +218,20 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 		if windows {
 			row = append(row, whenCell(now, r.NextWindow, "open"), whenCell(now, r.DriftDeadline, "passed"))
 		}
+		if fleets {
+			row = append(row, or(r.FleetRollout, "-"))
+		}
 		t.add(row...)
 	}
 	return t
+}
+
+// withFleetRollouts reports whether a row belongs to a fleet rollout.
+func withFleetRollouts(rows []FleetRow) bool {
+	for _, r := range rows {
+		if r.FleetRollout != "" {
+			return true
+		}
+	}
+	return false
 }

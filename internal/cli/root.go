@@ -145,7 +145,9 @@ them (pause, resume).`,
 		newResumeCommand(o),
 		newApplyPendingCommand(o),
 	)
-	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), newFleetCommand(o), version.NewCommand())
+	fleet := newFleetCommand(o)
+	fleet.AddCommand(newFleetRolloutCommand(o))
+	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), fleet, version.NewCommand())
 	return cmd
 }
 

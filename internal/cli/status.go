@@ -260,6 +260,9 @@ func describeDecision(d rollout.Decision) string {
 	if !d.At.IsZero() {
 		at = " (requested at " + d.At.UTC().Format(time.RFC3339) + ")"
 	}
+	if name := d.Initiator.FleetRollout(); name != "" {
+		return "rollout that applies pending platform changes for fleet rollout " + name + at
+	}
 	switch d.Initiator {
 	case rollout.InitiatorPlatform:
 		return "rollout that applies pending platform changes" + at

@@ -84,5 +84,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	if err := r.SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
+	if err := setupFleetRollouts(mgr, r.Settings, opts); err != nil {
+		return err
+	}
 	return publishSettings(mgr, r.Settings)
+}
+
+// setupFleetRollouts adds the FleetRollout controller and the fleet
+// metrics. FleetRollouts are cluster-scoped and span namespaces: only the
+// controller that owns every namespace (unsharded) runs them.
+func setupFleetRollouts(mgr ctrl.Manager, settings Settings, opts controller.Options) error {
+	registerFleetMetrics(mgr.GetClient(), settings.Clock)
+	if settings.Shard.Name != "" {
+		return nil
+	}
+	fr := &FleetRolloutReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder(settings.Shard.FieldManager()),
+		Clock:    settings.Clock,
+		Resync:   settings.ResyncPeriod,
+	}
+	return fr.SetupWithManager(mgr, opts)
 }

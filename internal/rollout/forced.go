@@ -25,7 +25,7 @@ type force struct {
 
 // forceRequests returns the forced rollouts requested for the pool:
 // spec.management.rolloutAfter (restart), the apply-pending annotation
-// (platform), or the Rollout policy with pending drift (policy, at the time
+// (platform, or the fleet rollout that wrote it), or the Rollout policy with pending drift (policy, at the time
 // the newest drift was first seen, so the request is stable across
 // reconciles). due is the newest request whose time has come, next the
 // earliest one still in the future: a request due now is never held back
@@ -49,7 +49,7 @@ func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due,
 	}
 	if v := annotation(in.Pool, AnnotationApplyPending); v != "" {
 		if at, err := time.Parse(time.RFC3339, v); err == nil {
-			consider(at, InitiatorPlatform)
+			consider(at, applyPendingInitiator(in.Pool))
 		}
 	}
 	if in.Pool.Spec.Management.ManagementUpdates == nodepoolv1.ManagementUpdatesRollout && len(pending) > 0 {

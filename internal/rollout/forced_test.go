@@ -109,6 +109,16 @@ func TestForcedRollouts(t *testing.T) {
 					t.Errorf("zero rolloutAfter: events %+v, updating %q", p.Events, p.Updating)
 				}
 			}},
+		{name: "apply-pending written by a fleet rollout is initiated by that fleet rollout", forced: true, initiator: Initiator(nodepoolv1.FleetRolloutInitiator("proxy-fix")),
+			setup: func(w *inputstest.World, in *Input) {
+				bumpProxyImage(w)
+				w.Pool.Annotations = map[string]string{AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339), nodepoolv1.AnnotationFleetRollout: "proxy-fix"}
+			},
+			check: func(t *testing.T, p Plan) {
+				if p.Record == nil || p.Record.Initiator.FleetRollout() != "proxy-fix" || !p.Record.Initiator.Platform() {
+					t.Errorf("record = %+v, want initiator fleetrollout/proxy-fix", p.Record)
+				}
+			}},
 		{name: "apply-pending acts now although a later rolloutAfter is scheduled", forced: true, initiator: InitiatorPlatform,
 			setup: func(w *inputstest.World, in *Input) {
 				bumpProxyImage(w)

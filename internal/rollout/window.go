@@ -131,7 +131,7 @@ func driftDeadlineRequest(in Input, pending []nodepoolv1.PendingManagementChange
 // the forced rollout at: the annotation's time is the request's and a
 // reason is given. A request without a reason is not an emergency.
 func outsideWindows(in Input, initiator Initiator, at time.Time) (reason string, asked bool) {
-	if initiator != InitiatorPlatform && initiator != InitiatorRestart {
+	if !initiator.Platform() && initiator != InitiatorRestart {
 		return "", false
 	}
 	v := annotation(in.Pool, nodepoolv1.AnnotationOutsideWindowsAt)

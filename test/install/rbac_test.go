@@ -73,6 +73,11 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 		// The published settings, in its own namespace only.
 		{"patch", "", "configmaps", "", systemNamespace},
 		{"create", "", "configmaps", "", systemNamespace},
+		// Fleet rollouts: read, status patched; namespaces read for
+		// their namespace selector.
+		{"watch", "nodepool.dev", "fleetrollouts", "", ""},
+		{"patch", "nodepool.dev", "fleetrollouts", "status", ""},
+		{"list", "", "namespaces", "", ""},
 	}
 	denied := []access{
 		// Machines are Cluster API's to create and delete.
@@ -85,6 +90,12 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 		{"create", "nodepool.dev", "nodepools", "", pool},
 		{"delete", "nodepool.dev", "nodepools", "", pool},
 		{"update", "nodepool.dev", "nodepools", "status", pool},
+		// Fleet rollouts are their authors' to write, pause and cancel.
+		{"create", "nodepool.dev", "fleetrollouts", "", ""},
+		{"patch", "nodepool.dev", "fleetrollouts", "", ""},
+		{"delete", "nodepool.dev", "fleetrollouts", "", ""},
+		{"update", "nodepool.dev", "fleetrollouts", "status", ""},
+		{"patch", "", "namespaces", "", ""},
 		// The management cluster's Nodes: workload Nodes are reached with
 		// the Cluster's kubeconfig, not this role.
 		{"get", "", "nodes", "", ""},
@@ -164,6 +175,11 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 	fin := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":["`+nodepoolv1.Finalizer+`"]}}`))
 	if err := as.Patch(ctx, p.DeepCopy(), fin, client.DryRunAll); err != nil {
 		t.Errorf("adding the finalizer as the controller: %v", err)
+	}
+	// A fleet rollout triggers a pool by its annotations.
+	ann := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"nodepool.dev/apply-pending-at":"2026-12-01T10:00:00Z","`+nodepoolv1.AnnotationFleetRollout+`":"proxy-fix"}}}`))
+	if err := as.Patch(ctx, p.DeepCopy(), ann, client.DryRunAll); err != nil {
+		t.Errorf("annotating a pool for a fleet rollout as the controller: %v", err)
 	}
 	if err := as.Get(ctx, client.ObjectKey{Namespace: ns, Name: "x"}, &corev1.Node{}); !apierrors.IsForbidden(err) {
 		t.Errorf("reading a management cluster Node as the controller: %v, want forbidden", err)

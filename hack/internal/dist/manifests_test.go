@@ -19,6 +19,7 @@ const testPinned = "registry.example/nodepool@sha256:0123456789abcdef0123456789a
 var defaultObjects = []string{
 	"Namespace//nodepool-system",
 	"CustomResourceDefinition//nodepools.nodepool.dev",
+	"CustomResourceDefinition//fleetrollouts.nodepool.dev",
 	"ServiceAccount/nodepool-system/nodepool-controller",
 	"ServiceAccount/nodepool-system/nodepool-payload-server",
 	"ClusterRole//nodepool-controller",
