@@ -313,6 +313,13 @@ type Management struct {
 	// defaults. The health check is paused while pausedUntil holds.
 	// +optional
 	AutoRepair *AutoRepair `json:"autoRepair,omitempty"`
+
+	// health gates rollouts on the health of the machines on the new
+	// payload: a canary, soak times, a progress deadline and what to do
+	// on a failure. Unset: rollouts are not gated. Setting or changing it
+	// never replaces a machine.
+	// +optional
+	Health *Health `json:"health,omitempty"`
 }
 
 // AutoRepair says when a machine of the pool is unhealthy and how many

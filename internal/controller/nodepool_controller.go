@@ -238,6 +238,7 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
 	}
 	observeDrift(pool, rc.in.Now)
+	observeHealth(pool, *rc.plan) // metrics_health.go
 	if err == nil {
 		observeInPlace(pool, rc.in.InPlace, *rc.plan)
 	}

@@ -67,6 +67,10 @@ type Decision struct {
 	Forced *Forced
 	// Reason says why, in a sentence (Invalid, Hold).
 	Reason string
+	// Health is the health gate's state (health.go): the phase of a
+	// gated rollout, the failing machine and signal; nil for pools
+	// without spec.management.health.
+	Health *HealthState
 }
 
 // ForcedState is where a forced-rollout request stands.

@@ -48,6 +48,9 @@ type Input struct {
 	// InPlace is set for InPlace pools: their machines and Nodes.
 	// MachineDeployment then summarises the pool's MachineSet.
 	InPlace *InPlace
+	// Machines are the pool's machines as the health gate sees them
+	// (health.go); read for pools with spec.management.health.
+	Machines []MachineHealth
 }
 
 // Settings are the controller's tunables the engine needs.
@@ -177,6 +180,8 @@ type Plan struct {
 	// update with; UpdateInProgress is true while a Node is being updated.
 	InPlaceTarget, InPlaceToken string
 	UpdateInProgress            bool
+	// Gates are the health gate conditions to write on machines.
+	Gates []GateAction
 	// Record is set when a rollout starts: the controller writes it to the
 	// pool's history.
 	Record *Record
@@ -244,6 +249,9 @@ const (
 	InitiatorPlatform Initiator = "platform"
 	// InitiatorPolicy is managementUpdates: Rollout applying drift.
 	InitiatorPolicy Initiator = "policy"
+	// InitiatorRollback is the health gate returning a pool to the
+	// previous revision after a failed rollout.
+	InitiatorRollback Initiator = "rollback"
 )
 
 // Record describes a rollout that starts.
@@ -257,6 +265,8 @@ type Record struct {
 	Started time.Time
 	// ForcedAt is the time machines must be newer than, for forced rollouts.
 	ForcedAt *time.Time
+	// RollbackOf is, for a rollback, the rollout hash of the failed rollout.
+	RollbackOf string
 }
 
 // Outcome is how a rollout on record ended.
@@ -266,4 +276,5 @@ type Outcome string
 const (
 	OutcomeComplete   Outcome = history.OutcomeComplete
 	OutcomeSuperseded Outcome = history.OutcomeSuperseded
+	OutcomeFailed     Outcome = history.OutcomeFailed
 )
