@@ -84,3 +84,10 @@ func failedByPayload(sm *simv1.SimMachine, now time.Time) (bool, time.Duration) 
 func failAtTime(now time.Time, after time.Duration) *metav1.Time {
 	return &metav1.Time{Time: now.Add(after)}
 }
+
+// FailAfterConfig is a user config (an Ignition fragment for a NodePool's
+// spec.config) that makes the simulated machines booting it turn NotReady
+// d after they ran it.
+func FailAfterConfig(d time.Duration) string {
+	return fmt.Sprintf("ignition: {version: 3.4.0}\nstorage:\n  files:\n    - path: %s\n      mode: 0644\n      contents: {source: \"data:,%s\"}\n", FailAfterPath, d)
+}
