@@ -38,9 +38,12 @@ const (
 	GateReasonWaitingForNode = "WaitingForNode"
 	// GateReasonSoaking: the node is healthy and soaks.
 	GateReasonSoaking = "Soaking"
-	// GateReasonFailed: the machine failed its health check during its
-	// soak or did not become healthy within the progress deadline. Final.
+	// GateReasonFailed: the machine's node turned unhealthy during its
+	// soak. Final.
 	GateReasonFailed = "Failed"
+	// GateReasonProgressDeadlineExceeded: the machine did not get a
+	// healthy node within the progress deadline. Final.
+	GateReasonProgressDeadlineExceeded = ReasonProgressDeadlineExceeded
 )
 
 // NodeConditionMatch names a node condition type and the status in which

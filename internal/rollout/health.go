@@ -94,9 +94,12 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		if m.Deleting {
 			continue
 		}
-		if m.Gate != nil && m.Gate.Reason == nodepoolv1.GateReasonFailed {
+		if failedGate(m.Gate) {
 			if onTarget(m) && h.Machine == "" {
-				h.Machine, h.Signal = m.Name, m.Gate.Message
+				h.Machine, h.Signal, h.Reason = m.Name, m.Gate.Message, nodepoolv1.ReasonRolloutHalted
+				if m.Gate.Reason == nodepoolv1.GateReasonProgressDeadlineExceeded {
+					h.Reason = nodepoolv1.ReasonProgressDeadlineExceeded
+				}
 			}
 			continue // final: a failed machine stays unavailable
 		}
@@ -106,6 +109,9 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			onTrial = false // a new pool's first machines: nothing to compare with
 		}
 		if !onTrial {
+			if m.Gate != nil && m.Gate.Status {
+				continue // passed already (Soaked) or never on trial
+			}
 			h.gate(m, true, nodepoolv1.GateReasonNotOnTrial, "no rollout is testing this machine's payload")
 			continue
 		}
@@ -140,13 +146,13 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			h.gate(m, false, nodepoolv1.GateReasonSoaking, fmt.Sprintf("node %s healthy since %s; the %s of %s ends at %s",
 				m.Node, m.HealthySince.UTC().Format(time.RFC3339), what, soak, ends.UTC().Format(time.RFC3339)))
 		case m.Gate != nil && m.Gate.Reason == nodepoolv1.GateReasonSoaking:
-			h.fail(m, nodepoolv1.ReasonRolloutHalted, fmt.Sprintf("node %s turned unhealthy during its %s: %s", m.Node, what, m.Signal))
+			h.fail(m, nodepoolv1.GateReasonFailed, nodepoolv1.ReasonRolloutHalted, fmt.Sprintf("node %s turned unhealthy during its %s: %s", m.Node, what, m.Signal))
 		case !in.Now.Before(m.Created.Add(s.ProgressDeadline)):
 			signal := "no node"
 			if m.Node != "" {
 				signal = "node " + m.Node + ": " + m.Signal
 			}
-			h.fail(m, nodepoolv1.ReasonProgressDeadlineExceeded, fmt.Sprintf("not healthy within the progress deadline of %s: %s", s.ProgressDeadline, signal))
+			h.fail(m, nodepoolv1.GateReasonProgressDeadlineExceeded, nodepoolv1.ReasonProgressDeadlineExceeded, fmt.Sprintf("not healthy within the progress deadline of %s: %s", s.ProgressDeadline, signal))
 		default:
 			h.at(m.Created.Add(s.ProgressDeadline))
 			signal := "no node yet"
@@ -207,8 +213,13 @@ func (h *HealthState) gate(m MachineHealth, ok bool, reason, msg string) {
 	h.gates = append(h.gates, GateAction{Machine: m.Name, Status: ok, Reason: reason, Message: msg})
 }
 
-func (h *HealthState) fail(m MachineHealth, reason, signal string) {
-	h.gate(m, false, nodepoolv1.GateReasonFailed, signal)
+// failedGate reports whether a gate says its machine failed (final).
+func failedGate(g *Gate) bool {
+	return g != nil && !g.Status && (g.Reason == nodepoolv1.GateReasonFailed || g.Reason == nodepoolv1.GateReasonProgressDeadlineExceeded)
+}
+
+func (h *HealthState) fail(m MachineHealth, gateReason, reason, signal string) {
+	h.gate(m, false, gateReason, signal)
 	if h.Machine == "" {
 		h.Machine, h.Signal, h.Reason = m.Name, signal, reason
 	}

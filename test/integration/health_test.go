@@ -210,6 +210,9 @@ func TestAHealthyGatedRolloutSoaksEveryMachineWithinTheSurgeBounds(t *testing.T)
 	if len(ms) != 3 {
 		t.Fatalf("%d machines after the rollout", len(ms))
 	}
+	for i, m := range ms {
+		t.Logf("machine %d %s created %s gate %v", i, m.Name, m.CreationTimestamp.UTC().Format(time.RFC3339), gateOf(&m))
+	}
 	var passed []time.Time
 	for i, m := range ms {
 		g := gateOf(&m)
