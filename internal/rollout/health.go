@@ -247,6 +247,10 @@ func rollbackRecord(in Input, to, failed *UserData) *Record {
 func planHealth(in Input, d Decision, p *Plan) {
 	h := d.Health
 	if h == nil {
+		if meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy) != nil {
+			p.Conditions = append(p.Conditions, metav1.Condition{Type: nodepoolv1.ConditionRolloutHealthy, Status: metav1.ConditionTrue,
+				Reason: nodepoolv1.ReasonAsExpected, Message: "rollouts are not health-gated (no spec.management.health)"})
+		}
 		return
 	}
 	p.Gates = h.gates

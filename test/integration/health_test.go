@@ -267,3 +267,29 @@ func TestAMachineThatNeverBootsExceedsTheProgressDeadline(t *testing.T) {
 	t.Logf("progress deadline reported %s after it passed: %s", late, c.Message)
 	holdsFor(t, p, 5*time.Second, "the old machines kept", func(s state) bool { return s.machines.IsSuperset(before.machines) })
 }
+
+func TestEnablingTheHealthGateReplacesNoMachine(t *testing.T) {
+	p := newPool(t, "workers", 2)
+	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.Health = &nodepoolv1.Health{} })
+	waitFor(t, p, rolloutTimeout, "every machine gated, its gate True, the pool ready", func(s state) bool {
+		gated := 0
+		for _, m := range poolMachines(t, p) {
+			if len(m.Spec.ReadinessGates) == 1 && m.Spec.ReadinessGates[0].ConditionType == nodepoolv1.HealthGateCondition {
+				gated++
+			}
+		}
+		return gated == 2 && gatesTrue(t, p) == 2 && settled(2)(s) && isTrue(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	})
+	holdsFor(t, p, 10*time.Second, "no machine replaced", func(s state) bool { return s.machines.Equal(before.machines) })
+	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.Health = nil })
+	waitFor(t, p, rolloutTimeout, "the gate gone from every machine", func(s state) bool {
+		for _, m := range poolMachines(t, p) {
+			if len(m.Spec.ReadinessGates) != 0 {
+				return false
+			}
+		}
+		return settled(2)(s)
+	})
+	holdsFor(t, p, 5*time.Second, "no machine replaced", func(s state) bool { return s.machines.Equal(before.machines) })
+}
