@@ -60,6 +60,8 @@ type PlanResult struct {
 	PendingDrift []string `json:"pendingDrift,omitempty"`
 	RolloutHash  string   `json:"rolloutHash,omitempty"`
 	PayloadHash  string   `json:"payloadHash,omitempty"`
+	// Health is how a health-gated rollout would go (plan_health.go).
+	Health *PlanHealth `json:"health,omitempty"`
 	// Message says it in a sentence.
 	Message  string   `json:"message"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -347,6 +349,7 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 		}
 	}
 	r.Steps = steps(r)
+	planHealth(r, pool, dec.Replicas) // plan_health.go
 	r.Message = planMessage(r, engineCondition(plan, dec.Action), pool)
 }
 

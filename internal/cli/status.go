@@ -41,6 +41,9 @@ type RolloutStatus struct {
 	// Note is extra information on a complete rollout, such as a forced
 	// rollout scheduled later.
 	Note string `json:"note,omitempty"`
+	// Health is the phase of a health-gated rollout: Canary, Soaking,
+	// Rolling, Halted, RollingBack or RolledBack (status_health.go).
+	Health string `json:"health,omitempty"`
 
 	pausedIndefinitely bool
 	// idle is true when no rollout was in progress.
@@ -187,6 +190,9 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 			return st
 		}
 	}
+	if healthFailed(&st, pool, d) { // status_health.go
+		return st
+	}
 	switch {
 	case pool.Status.Updating != "":
 		st.Phase = PhaseRollingOut
@@ -196,6 +202,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 				break
 			}
 		}
+		healthNote(&st, d, now) // status_health.go
 		return st
 	case d.Action == rollout.ActionDefer:
 		st.Phase, st.pausedIndefinitely = PhasePaused, d.Pause.Indefinite()

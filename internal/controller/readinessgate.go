@@ -8,12 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/rollout"
 )
 
@@ -43,40 +43,17 @@ func healthReadinessGates(pool *nodepoolv1.NodePool) []clusterv1.MachineReadines
 	return []clusterv1.MachineReadinessGate{{ConditionType: nodepoolv1.HealthGateCondition}}
 }
 
-// observeMachineHealth fills in.Machines for a pool with a health gate:
-// each machine's rollout, its node's health and its gate condition.
+// observeMachineHealth fills in.Machines for a pool with a health gate
+// (internal/observe, shared with the CLI), from the Nodes read.
 func observeMachineHealth(pool *nodepoolv1.NodePool, w *world, in *rollout.Input) {
-	h := pool.Spec.Management.Health
-	if h == nil {
-		return
+	if !w.nodesRead {
+		return // without the Nodes nothing can be judged: no gate changes
 	}
 	nodes := make(map[string]*corev1.Node, len(w.nodes))
 	for i := range w.nodes {
 		nodes[w.nodes[i].Name] = &w.nodes[i]
 	}
-	for i := range w.machines {
-		m := &w.machines[i]
-		mh := rollout.MachineHealth{Name: m.Name, UserData: ptr.Deref(m.Spec.Bootstrap.DataSecretName, ""), Version: m.Spec.Version,
-			Created: m.CreationTimestamp.Time, Deleting: !m.DeletionTimestamp.IsZero(), Signal: "no node yet"}
-		if m.Status.NodeRef.IsDefined() {
-			if n, ok := nodes[m.Status.NodeRef.Name]; ok {
-				mh.Node = n.Name
-				mh.Healthy, mh.HealthySince, mh.Signal = rollout.NodeHealth(h, n.Status.Conditions)
-			} else if w.nodesRead {
-				mh.Signal = "its Node " + m.Status.NodeRef.Name + " is gone"
-			} else {
-				mh.Node, mh.Signal = m.Status.NodeRef.Name, "the workload cluster cannot be read"
-			}
-		}
-		if c := meta.FindStatusCondition(m.Status.Conditions, nodepoolv1.HealthGateCondition); c != nil {
-			mh.Gate = &rollout.Gate{Status: c.Status == metav1.ConditionTrue, Reason: c.Reason, Message: c.Message, Since: c.LastTransitionTime.Time}
-		}
-		in.Machines = append(in.Machines, mh)
-	}
-	if !w.nodesRead {
-		// Without the Nodes nothing can be judged: no gate changes.
-		in.Machines = nil
-	}
+	in.Machines = observe.MachineHealth(pool, w.machines, nodes)
 }
 
 // applyGates writes the plan's gate conditions on the pool's Machines by
