@@ -32,6 +32,9 @@ type FleetRow struct {
 	Drift []FleetDrift `json:"drift"`
 	// OldestDriftSeconds is the age of the oldest pending drift, 0 for none.
 	OldestDriftSeconds int64 `json:"oldestDriftSeconds"`
+	// RolloutUnhealthy is the reason of a False RolloutHealthy condition
+	// (RolloutHalted, RollingBack, ProgressDeadlineExceeded), "" otherwise.
+	RolloutUnhealthy string `json:"rolloutUnhealthy,omitempty"`
 }
 
 // FleetDrift is one pending platform component of a pool.
@@ -149,6 +152,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 		if r.Desired == 0 {
 			r.Desired = poolmath.DesiredReplicas(&p.Spec, &p.Status.Replicas)
 		}
+		r.RolloutUnhealthy = rolloutUnhealthy(&p) // status_health.go
 		if poolmath.PauseAt(&p, now).Paused {
 			r.Paused = p.Spec.Management.PausedUntil
 		}
@@ -184,7 +188,7 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 			}
 		}
 		t.add(r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
-			or(r.Updating, "-"), paused, or(strings.Join(drift, ","), "-"), oldest)
+			updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest)
 	}
 	return t
 }

@@ -124,7 +124,7 @@ func findRevision(pool *nodepoolv1.NodePool, entries []history.Entry, n int64) (
 func historyTable(now time.Time, entries []history.Entry) *table {
 	t := &table{header: []string{"REVISION", "INITIATOR", "OUTCOME", "STARTED", "DURATION", "ROLLOUT", "PAYLOAD", "CHANGED"}}
 	for _, e := range entries {
-		t.add(fmt.Sprint(e.Revision), e.Initiator, or(e.Outcome, "-"), age(now, e.Started)+" ago", took(now, e),
+		t.add(fmt.Sprint(e.Revision), initiatorOf(e), or(e.Outcome, "-"), age(now, e.Started)+" ago", took(now, e),
 			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedList(e.Changed))
 	}
 	return t
@@ -269,4 +269,13 @@ func shortDigest(d string) string {
 		return "sha256:" + payload.Short(h)
 	}
 	return d
+}
+
+// initiatorOf names who started a rollout; a health-gate rollback names
+// the revision that failed.
+func initiatorOf(e history.Entry) string {
+	if e.RollbackOf > 0 {
+		return fmt.Sprintf("%s (of %d)", e.Initiator, e.RollbackOf)
+	}
+	return e.Initiator
 }

@@ -58,3 +58,24 @@ func healthNote(st *RolloutStatus, d rollout.Decision, now time.Time) {
 		st.Message = note + "; " + st.Message
 	}
 }
+
+// rolloutUnhealthy is the reason of the pool's RolloutHealthy condition
+// when it is False.
+func rolloutUnhealthy(pool *nodepoolv1.NodePool) string {
+	if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Status == metav1.ConditionFalse {
+		return c.Reason
+	}
+	return ""
+}
+
+// updatingCell is the fleet's UPDATING cell: what rolls, and why the
+// health gate stopped it.
+func updatingCell(r FleetRow) string {
+	switch {
+	case r.RolloutUnhealthy != "" && r.Updating != "":
+		return r.Updating + " (" + r.RolloutUnhealthy + ")"
+	case r.RolloutUnhealthy != "":
+		return r.RolloutUnhealthy
+	}
+	return or(r.Updating, "-")
+}
