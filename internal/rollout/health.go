@@ -78,7 +78,10 @@ type GateAction struct {
 // for pools without a health gate.
 func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 	spec := in.Pool.Spec.Management.Health
-	if spec == nil || in.Pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+	if in.Pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+		return decideInPlaceHealth(in, d, running) // health_inplace.go
+	}
+	if spec == nil {
 		return nil
 	}
 	s := poolmath.Health(spec, d.Replicas)
