@@ -23,7 +23,9 @@ func TestRolloutStatusShowsTheCanaryAndFailsWhenItHalts(t *testing.T) {
 	})
 	waitFor(t, p, rolloutTimeout, "2 ready machines", settled(2))
 	mustCreate(t, stack.ConfigMap(ns, "bad", sim.FailAfterConfig(5*time.Second)))
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Config = append(p.Spec.Config, nodepoolv1.LocalObjectReference{Name: "bad"}) })
+	update(t, p, func(p *nodepoolv1.NodePool) {
+		p.Spec.Config = append(p.Spec.Config, nodepoolv1.LocalObjectReference{Name: "bad"})
+	})
 	waitFor(t, p, rolloutTimeout, "the rollout started", func(s state) bool { return s.pool.Status.Updating != "" })
 	st := decodeJSON[cli.RolloutStatus](t, ok(t, ns, "rollout", "status", "workers", "--watch=false", "-o", "json"))
 	if st.Health != string(rollout.HealthCanary) || !strings.Contains(st.Message, "canary") {
