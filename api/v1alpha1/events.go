@@ -33,6 +33,12 @@ const (
 	// EventNameConflict (Warning): an object of a name the pool uses
 	// belongs to someone else; nothing is written while it lasts.
 	EventNameConflict = ReasonNameConflict
+	// EventRolloutHalted, EventProgressDeadlineExceeded and
+	// EventRollingBack (Warning): the health gate stopped a rollout or
+	// rolls it back; the message names the machine and the failing signal.
+	EventRolloutHalted            = ReasonRolloutHalted
+	EventProgressDeadlineExceeded = ReasonProgressDeadlineExceeded
+	EventRollingBack              = ReasonRollingBack
 )
 
 // Events of maintenance windows.

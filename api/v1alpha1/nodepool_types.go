@@ -320,6 +320,12 @@ type Management struct {
 	// long platform drift may wait (maintenance_types.go).
 	// +optional
 	Maintenance *Maintenance `json:"maintenance,omitempty"`
+	// health gates rollouts on the health of the machines on the new
+	// payload: a canary, soak times, a progress deadline and what to do
+	// on a failure. Unset: rollouts are not gated. Setting or changing it
+	// never replaces a machine.
+	// +optional
+	Health *Health `json:"health,omitempty"`
 }
 
 // AutoRepair says when a machine of the pool is unhealthy and how many

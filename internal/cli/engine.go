@@ -86,6 +86,7 @@ func (o *Options) decide(ctx context.Context, live, sources client.Reader, pool 
 	if _, err := observe.Latest(ctx, sources, pool, ctl.inputs, &d.In); err != nil {
 		return nil, fmt.Errorf("NodePool %s/%s: %w", pool.Namespace, pool.Name, err)
 	}
+	d.In.Machines = observe.MachineHealth(pool, objs.Machines, nil) // the health gate's view, without Nodes
 	d.Plan = rollout.Decide(d.In)
 	return d, nil
 }

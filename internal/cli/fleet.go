@@ -41,6 +41,9 @@ type FleetRow struct {
 	// FleetRollout is the fleet rollout the pool belongs to, with its wave
 	// and state ("" for none).
 	FleetRollout string `json:"fleetRollout,omitempty"`
+	// RolloutUnhealthy is the reason of a False RolloutHealthy condition
+	// (RolloutHalted, RollingBack, ProgressDeadlineExceeded), "" otherwise.
+	RolloutUnhealthy string `json:"rolloutUnhealthy,omitempty"`
 }
 
 // FleetDrift is one pending platform component of a pool.
@@ -170,6 +173,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 		if r.Desired == 0 {
 			r.Desired = poolmath.DesiredReplicas(&p.Spec, &p.Status.Replicas)
 		}
+		r.RolloutUnhealthy = rolloutUnhealthy(&p) // status_health.go
 		if poolmath.PauseAt(&p, now).Paused {
 			r.Paused = p.Spec.Management.PausedUntil
 		}
@@ -214,7 +218,7 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 			}
 		}
 		row := []string{r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
-			or(r.Updating, "-"), paused, or(strings.Join(drift, ","), "-"), oldest}
+			updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest}
 		if windows {
 			row = append(row, whenCell(now, r.NextWindow, "open"), whenCell(now, r.DriftDeadline, "passed"))
 		}

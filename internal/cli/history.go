@@ -121,7 +121,7 @@ func historyTable(now time.Time, entries []history.Entry) *table {
 		t.header = append(t.header, "REASON")
 	}
 	for _, e := range entries {
-		row := []string{fmt.Sprint(e.Revision), e.Initiator, or(e.Outcome, "-"), age(now, e.Started) + " ago", took(now, e),
+		row := []string{fmt.Sprint(e.Revision), initiatorOf(e), or(e.Outcome, "-"), age(now, e.Started) + " ago", took(now, e),
 			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedList(e.Changed)}
 		if reasons {
 			row = append(row, or(e.Reason, "-"))
@@ -273,4 +273,13 @@ func shortDigest(d string) string {
 		return "sha256:" + payload.Short(h)
 	}
 	return d
+}
+
+// initiatorOf names who started a rollout; a health-gate rollback names
+// the revision that failed.
+func initiatorOf(e history.Entry) string {
+	if e.RollbackOf > 0 {
+		return fmt.Sprintf("%s (of %d)", e.Initiator, e.RollbackOf)
+	}
+	return e.Initiator
 }

@@ -68,6 +68,8 @@ type PlanResult struct {
 	// Window says whether the rollout fits its maintenance window, from
 	// the pool's recent rollout durations.
 	Window string `json:"window,omitempty"`
+	// Health is how a health-gated rollout would go (plan_health.go).
+	Health *PlanHealth `json:"health,omitempty"`
 	// Message says it in a sentence.
 	Message  string   `json:"message"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -355,7 +357,8 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 		}
 	}
 	r.Steps = steps(r)
-	windowPlan(r, dec) // window.go
+	windowPlan(r, dec)                // window.go
+	planHealth(r, pool, dec.Replicas) // plan_health.go
 	r.Message = planMessage(r, engineCondition(plan, dec.Action), pool)
 }
 

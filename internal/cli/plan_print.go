@@ -40,6 +40,9 @@ func inPlaceChanges(live, pool *nodepoolv1.NodePool) []string {
 	if !equality.Semantic.DeepEqual(a.Management.Replace, b.Management.Replace) {
 		out = append(out, "management.replace")
 	}
+	if !equality.Semantic.DeepEqual(a.Management.Health, b.Management.Health) {
+		out = append(out, "management.health")
+	}
 	if a.Management.ManagementUpdates != b.Management.ManagementUpdates {
 		out = append(out, "managementUpdates "+string(a.Management.ManagementUpdates)+"→"+string(b.Management.ManagementUpdates))
 	}
@@ -87,6 +90,9 @@ func planMessage(r *PlanResult, waits string, pool *nodepoolv1.NodePool) string 
 		} else {
 			parts = append(parts, "no machine is replaced")
 		}
+	}
+	if h := healthSentence(r); h != "" { // plan_health.go
+		parts = append(parts, h)
 	}
 	if len(r.InPlace) > 0 {
 		parts = append(parts, "applied in place: "+strings.Join(r.InPlace, ", "))

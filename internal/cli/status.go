@@ -51,6 +51,9 @@ type RolloutStatus struct {
 
 	// heldByWindow says why a maintenance window holds the rollout.
 	heldByWindow string
+	// Health is the phase of a health-gated rollout: Canary, Soaking,
+	// Rolling, Halted, RollingBack or RolledBack (status_health.go).
+	Health string `json:"health,omitempty"`
 
 	pausedIndefinitely bool
 	// idle is true when no rollout was in progress.
@@ -202,6 +205,9 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 			return st
 		}
 	}
+	if healthFailed(&st, pool, d) { // status_health.go
+		return st
+	}
 	switch {
 	case pool.Status.Updating != "":
 		st.Phase = PhaseRollingOut
@@ -211,6 +217,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 				break
 			}
 		}
+		healthNote(&st, d, now) // status_health.go
 		return st
 	case d.Action == rollout.ActionDefer:
 		st.Phase, st.pausedIndefinitely = PhasePaused, d.Pause.Indefinite()

@@ -84,6 +84,9 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.MachineDeployment); err != nil {
 		return err
 	}
+	if err := r.applyGates(ctx, w, plan.Gates); err != nil { // readinessgate.go
+		return err
+	}
 	if err := r.applyHealthCheck(ctx, pool); err != nil {
 		return err
 	}

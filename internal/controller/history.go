@@ -81,7 +81,8 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		PayloadHash: plan.Record.PayloadHash, Changed: plan.Record.Changed, Started: plan.Record.Started,
 		ForcedAt: plan.Record.ForcedAt, Reason: plan.Record.Reason, Spec: pool.Spec,
 	}
-	if in != nil {
+	rollbackEntry(&e, owned, plan.Record) // readinessgate_history.go
+	if in != nil && plan.Record.RollbackOf == "" {
 		for _, s := range in.Sources {
 			e.Sources = append(e.Sources, history.Source{Kind: s.Kind, Name: s.Name, Digest: s.Digest})
 		}

@@ -69,6 +69,7 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 		md.Spec.Rollout.After = metav1.NewTime(*target.RolloutAfter)
 	}
 	desiredMachineSpec(&md.Spec.Template.Spec, pool, target)
+	md.Spec.Template.Spec.ReadinessGates = healthReadinessGates(pool) // readinessgate.go
 }
 
 // desiredReplicas sets the autoscaler bounds annotations (or removes them)

@@ -67,7 +67,7 @@ func forgetPool(pool *nodepoolv1.NodePool) {
 	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, nodesUpdating, nextWindow, driftDeadline} {
+	}{pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, nodesUpdating, nextWindow, driftDeadline, healthPhase, healthFailures} {
 		v.DeletePartialMatch(labels)
 	}
 }

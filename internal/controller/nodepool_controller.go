@@ -239,6 +239,7 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 	}
 	observeDrift(pool, rc.in.Now)
 	observeWindow(pool, rc.in.Now) // window_metrics.go
+	observeHealth(pool, *rc.plan)  // metrics_health.go
 	if err == nil {
 		observeInPlace(pool, rc.in.InPlace, *rc.plan)
 	}

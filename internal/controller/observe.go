@@ -48,6 +48,7 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	if err := r.observeNodes(ctx, pool, w, in); err != nil {
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())
 	}
+	observeMachineHealth(pool, w, in) // readinessgate.go
 	if in.InPlace != nil {
 		if err := r.watchNodes(ctx, pool); err != nil {
 			log.V(1).Info("nodes not watched yet", "reason", err.Error())

@@ -91,7 +91,7 @@ func Demo(ctx context.Context, o DemoOptions, in io.Reader, out io.Writer) error
 		return fmt.Errorf("the dev environment at %s does not answer (%v): is `make dev` running?", cfg.Host, err)
 	}
 	fmt.Fprintf(out, "nodepool demo: a NodePool %s on Cluster %s/%s (simulated machines), API server %s\n", o.Pool, o.Namespace, o.Cluster, cfg.Host)
-	for _, step := range []func(context.Context) error{d.reset, d.create, d.drift, d.scale, d.change, d.restart, d.history, d.inPlace} {
+	for _, step := range []func(context.Context) error{d.reset, d.create, d.drift, d.scale, d.change, d.restart, d.history, d.healthGate, d.inPlace} {
 		if err := step(ctx); err != nil {
 			return err
 		}

@@ -31,6 +31,9 @@ const (
 	OutcomeComplete   = "Complete"
 	// OutcomeSuperseded: a newer rollout started before this one completed.
 	OutcomeSuperseded = "Superseded"
+	// OutcomeFailed: the health gate found the rollout's machines
+	// unhealthy and rolled the pool back.
+	OutcomeFailed = "Failed"
 )
 
 // Source is a ConfigMap or Secret the spec referenced, with the digest of
@@ -55,6 +58,9 @@ type Entry struct {
 	// given on the emergency path (outside maintenance windows), or the
 	// drift deadline reached.
 	Reason string `json:"reason,omitempty"`
+	// RollbackOf is, for a rollback (initiator "rollback"), the revision
+	// that failed its health check.
+	RollbackOf int64 `json:"rollbackOf,omitempty"`
 	// Spec is the owner-facing spec at this revision.
 	Spec    nodepoolv1.NodePoolSpec `json:"spec"`
 	Sources []Source                `json:"sources,omitempty"`

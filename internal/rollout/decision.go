@@ -70,6 +70,10 @@ type Decision struct {
 	// Window is where the maintenance windows stand (window.go), nil
 	// without spec.management.maintenance: a rollout they hold is a Defer.
 	Window *WindowState
+	// Health is the health gate's state (health.go): the phase of a
+	// gated rollout, the failing machine and signal; nil for pools
+	// without spec.management.health.
+	Health *HealthState
 }
 
 // ForcedState is where a forced-rollout request stands.

@@ -135,6 +135,11 @@ func planInPlace(in Input, target *UserData, p *Plan) inPlaceHold {
 				m.Node, in.Settings.NodeAgentTimeout, orDefault(m.State, "none")))
 		}
 	}
+	soaking, halt := inPlaceHealthHold(p.Decision.Health) // health_inplace.go
+	busy += soaking
+	if halt != "" {
+		degraded = append(degraded, halt)
+	}
 	halted := len(degraded) > 0
 	// Nodes unavailable for another reason (NotReady, or cordoned by
 	// someone else) use up maxUnavailable too: an update never takes more
@@ -183,7 +188,9 @@ func planInPlace(in Input, target *UserData, p *Plan) inPlaceHold {
 				// target is also how an owner fixes a Degraded node.
 				p.NodeActions = append(p.NodeActions, NodeAction{Step: StepRequest, Machine: m.Machine, Node: m.Node, Payload: want})
 			case m.Desired == want && m.Current == want && m.State == nodepoolv1.UpdateStateDone:
-				busy-- // uncordoned before any Start of this plan is applied
+				if !soaksAfterFinish(p.Decision.Health) { // health_inplace.go: it soaks first
+					busy-- // uncordoned before any Start of this plan is applied
+				}
 				p.NodeActions = append(p.NodeActions, NodeAction{Step: StepFinish, Machine: m.Machine, Node: m.Node,
 					DataSecretName: target.Name, Version: target.Version, Uncordon: !m.WasUnschedulable})
 				p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventNodeUpdated,

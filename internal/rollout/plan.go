@@ -22,6 +22,8 @@ func Decide(in Input) Plan {
 	seedAnnotations(in, running, &p)
 
 	d, o, pending := decide(in, running)
+	d.Health = decideHealth(in, d, running)
+	failed := healthRollback(&d, running) // health.go
 	ownerEvents(in, o, d.Pause, &p)
 	if d.Target != nil {
 		target := *d.Target
@@ -42,13 +44,18 @@ func Decide(in Input) Plan {
 	if o.started && !recreated(in, d.Target) {
 		p.Record = ownerRecord(in, currentTarget(in), d.Target)
 	}
+	if failed != nil {
+		p.Record = rollbackRecord(in, d.Target, failed)
+	}
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
 	planWindow(in, d, &p)
+	planHealth(in, d, &p)
 	planBootstrapData(in, &p)
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)
+	requeueHealth(in, d, &p)
 	return p
 }
 

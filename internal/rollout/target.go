@@ -52,6 +52,9 @@ func decideOwner(in Input, pause poolmath.Pause) owner {
 	if in.RenderErr != nil || in.Latest == nil || (current != nil && current.RolloutHash == in.Hashes.Rollout) {
 		return o
 	}
+	if current != nil && rollbackHolds(in) {
+		return o // the health gate rolled this rollout back (health.go)
+	}
 	if current != nil && pause.Paused {
 		o.deferred = true
 		return o

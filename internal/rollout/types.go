@@ -51,6 +51,9 @@ type Input struct {
 	// RecentRolloutDurations are how long the pool's recent completed
 	// rollouts took (from its history), for the maintenance window fit.
 	RecentRolloutDurations []time.Duration
+	// Machines are the pool's machines as the health gate sees them
+	// (health.go); read for pools with spec.management.health.
+	Machines []MachineHealth
 }
 
 // Settings are the controller's tunables the engine needs.
@@ -180,6 +183,8 @@ type Plan struct {
 	// update with; UpdateInProgress is true while a Node is being updated.
 	InPlaceTarget, InPlaceToken string
 	UpdateInProgress            bool
+	// Gates are the health gate conditions to write on machines.
+	Gates []GateAction
 	// Record is set when a rollout starts: the controller writes it to the
 	// pool's history.
 	Record *Record
@@ -249,6 +254,9 @@ const (
 	InitiatorPlatform Initiator = "platform"
 	// InitiatorPolicy is managementUpdates: Rollout applying drift.
 	InitiatorPolicy Initiator = "policy"
+	// InitiatorRollback is the health gate returning a pool to the
+	// previous revision after a failed rollout.
+	InitiatorRollback Initiator = "rollback"
 )
 
 // Record describes a rollout that starts.
@@ -265,6 +273,8 @@ type Record struct {
 	// Reason says why, when the rollout needs one: the emergency path's
 	// reason, or the drift deadline that was reached.
 	Reason string
+	// RollbackOf is, for a rollback, the rollout hash of the failed rollout.
+	RollbackOf string
 }
 
 // Outcome is how a rollout on record ended.
@@ -274,4 +284,5 @@ type Outcome string
 const (
 	OutcomeComplete   Outcome = history.OutcomeComplete
 	OutcomeSuperseded Outcome = history.OutcomeSuperseded
+	OutcomeFailed     Outcome = history.OutcomeFailed
 )

@@ -177,7 +177,7 @@ func (r *agentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		return ctrl.Result{RequeueAfter: delay}, nil
 	}
-	if err := r.apply(ctx, sm, node, outcome.booted); err != nil {
+	if err := r.apply(ctx, sm, node, outcome.booted, outcome.failAfter); err != nil {
 		if apierrors.IsConflict(err) {
 			// The Node changed since it was read: its event brings it back.
 			log.V(1).Info("The Node changed while updating, looking again", "node", node.Name)

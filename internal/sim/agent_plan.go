@@ -143,6 +143,8 @@ type updateOutcome struct {
 	state   string
 	message string
 	booted  *payload.Booted
+	// failAfter is the applied payload's fail-after marker (failmarker.go).
+	failAfter *time.Duration
 }
 
 func working(format string, args ...any) updateOutcome {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,7 +55,13 @@ func (r *agentReconciler) fetchUpdate(ctx context.Context, node *corev1.Node, de
 	if err != nil {
 		return degraded("payload from %s (update Secret %s): %v", pointer.URL, ref, err), nil
 	}
-	return checkPayload(booted, desired, ref), nil
+	out := checkPayload(booted, desired, ref)
+	if out.booted != nil {
+		if out.failAfter, err = failAfter(body); err != nil {
+			return degraded("payload from %s (update Secret %s): %v", pointer.URL, ref, err), nil
+		}
+	}
+	return out, nil
 }
 
 // reportState writes the agent's state and message on the Node, recording
@@ -85,7 +92,13 @@ func (r *agentReconciler) reportState(ctx context.Context, node *corev1.Node, st
 // Node changed since it was read (the controller may have asked for
 // another payload meanwhile). The SimMachine then records the new labels,
 // so a Node registered again gets them.
-func (r *agentReconciler) apply(ctx context.Context, sm *simv1.SimMachine, node *corev1.Node, booted *payload.Booted) error {
+func (r *agentReconciler) apply(ctx context.Context, sm *simv1.SimMachine, node *corev1.Node, booted *payload.Booted, fail *time.Duration) error {
+	// The fail-after marker of the new payload first: by the time the
+	// Node says Done (and the controller finishes the update, which
+	// wakes the machine reconciler), the SimMachine says when it fails.
+	if err := r.recordFailAt(ctx, sm, fail); err != nil {
+		return err
+	}
 	before := node.DeepCopy()
 	node.Labels = appliedLabels(node.Labels, sm.Status.NodeLabels, booted.NodeLabels)
 	setAnnotations(node, map[string]*string{
@@ -131,4 +144,21 @@ func setAnnotations(obj client.Object, changes map[string]*string) bool {
 	}
 	obj.SetAnnotations(a)
 	return changed
+}
+
+// recordFailAt records on the SimMachine when the payload it now runs
+// makes its Node fail (failmarker.go), or that it never does.
+func (r *agentReconciler) recordFailAt(ctx context.Context, sm *simv1.SimMachine, fail *time.Duration) error {
+	if fail == nil && sm.Status.FailAt == nil {
+		return nil
+	}
+	smBefore := sm.DeepCopy()
+	sm.Status.FailAt = nil
+	if fail != nil {
+		sm.Status.FailAt = failAtTime(r.now(), *fail)
+	}
+	if err := r.client.Status().Patch(ctx, sm, client.MergeFrom(smBefore)); err != nil {
+		return fmt.Errorf("recording the fail-after marker on SimMachine %s/%s: %w", sm.Namespace, sm.Name, err)
+	}
+	return nil
 }

@@ -26,6 +26,8 @@ type bootStep struct {
 	message    string
 	retryAfter time.Duration
 	booted     *payload.Booted
+	// failAfter is the payload's fail-after marker (failmarker.go).
+	failAfter *time.Duration
 }
 
 // boot runs a machine's first boot as far as it goes today: bootstrap data,
@@ -79,7 +81,11 @@ func (r *machineReconciler) boot(ctx context.Context, sm *simv1.SimMachine, mach
 		return bootStep{reason: simv1.ReasonInvalidPayload,
 			message: fmt.Sprintf("payload from %s: %v; the machine stays down, as Ignition would leave it", pointer.URL, err)}, nil
 	}
-	return bootStep{reason: simv1.ReasonBooted, booted: booted}, nil
+	fail, err := failAfter(body)
+	if err != nil {
+		return bootStep{reason: simv1.ReasonInvalidPayload, message: fmt.Sprintf("payload from %s: %v", pointer.URL, err)}, nil
+	}
+	return bootStep{reason: simv1.ReasonBooted, booted: booted, failAfter: fail}, nil
 }
 
 // retryDelay counts a failed fetch and returns when to try again. The

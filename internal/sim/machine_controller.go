@@ -160,6 +160,9 @@ func (r *machineReconciler) reconcileNormal(ctx context.Context, sm *simv1.SimMa
 		r.backoff.forget(sm.UID)
 		sm.Status.BootedPayload = step.booted.Hash
 		sm.Status.NodeLabels = step.booted.NodeLabels
+		if step.failAfter != nil {
+			sm.Status.FailAt = failAtTime(r.now(), *step.failAfter)
+		}
 	}
 	return r.runNode(ctx, sm, machine, k)
 }

@@ -75,7 +75,8 @@ func (r *machineReconciler) runNode(ctx context.Context, sm *simv1.SimMachine, m
 	// the machine's node agent, which swaps the payload's on an in-place
 	// update (agent_update.go), and the kubelet version follows the
 	// Machine's spec.version, which the controller sets after one.
-	if status, changed := nodeStatus(node.Status, sm, machine, !k.unhealthy, r.now()); changed {
+	failing, failIn := failedByPayload(sm, r.now()) // failmarker.go
+	if status, changed := nodeStatus(node.Status, sm, machine, !k.unhealthy && !failing, r.now()); changed {
 		before := node.DeepCopy()
 		node.Status = status
 		if err := wc.Status().Patch(ctx, node, client.MergeFrom(before)); err != nil {
@@ -90,12 +91,15 @@ func (r *machineReconciler) runNode(ctx context.Context, sm *simv1.SimMachine, m
 	sm.Status.Initialization.Provisioned = ptr.To(true)
 	r.reportBoot(sm, bootStep{reason: simv1.ReasonBooted,
 		message: fmt.Sprintf("booted payload %s; Node %s is registered", payload.Short(sm.Status.BootedPayload), name)})
-	if k.unhealthy {
+	switch {
+	case k.unhealthy:
 		r.reportHealth(sm, false, fmt.Sprintf("Node %s is NotReady: the machine is told to be unhealthy (spec.unhealthy or annotation %s)", name, simv1.AnnotationUnhealthy))
-	} else {
+	case failing:
+		r.reportHealth(sm, false, fmt.Sprintf("Node %s is NotReady: its payload carries %s", name, FailAfterPath))
+	default:
 		r.reportHealth(sm, true, fmt.Sprintf("Node %s is Ready", name))
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: failIn}, nil
 }
 
 // deleteNode deletes the machine's Node. When the workload cluster cannot

@@ -101,6 +101,13 @@ type SimMachineStatus struct {
 	// +optional
 	NodeLabels map[string]string `json:"nodeLabels,omitempty"`
 
+	// failAt is when the machine's Node turns NotReady because the
+	// payload it runs carries the file /etc/nodepool-sim/fail-after (a
+	// duration, counted from when the payload ran): a bad payload, for
+	// tests and demos. Unset for a payload without that file.
+	// +optional
+	FailAt *metav1.Time `json:"failAt,omitempty"`
+
 	// conditions: Ready (what Cluster API mirrors into the Machine's
 	// InfrastructureReady), Booted, NodeHealthy and Paused.
 	// +optional

@@ -391,6 +391,10 @@ func (in *SimMachineStatus) DeepCopyInto(out *SimMachineStatus) {
 			(*out)[key] = val
 		}
 	}
+	if in.FailAt != nil {
+		in, out := &in.FailAt, &out.FailAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+)
+
+// PlanHealth is how a health-gated rollout would go: the canary, the
+// rounds after it, the soaks, and the least time it takes.
+type PlanHealth struct {
+	// Canary is how many machines go first; CanaryRounds and LaterRounds
+	// are the rounds of at most maxSurge+maxUnavailable machines of the
+	// canary and of the rest.
+	Canary       int32 `json:"canary"`
+	CanaryRounds int32 `json:"canaryRounds"`
+	LaterRounds  int32 `json:"laterRounds"`
+	// CanarySoak and Soak are how long each machine's node must stay
+	// healthy; MinDuration is at least canaryRounds × canarySoak +
+	// laterRounds × soak.
+	CanarySoak       jsonDuration `json:"canarySoak"`
+	Soak             jsonDuration `json:"soak"`
+	ProgressDeadline jsonDuration `json:"progressDeadline"`
+	MinDuration      jsonDuration `json:"minDuration"`
+	FailurePolicy    string       `json:"failurePolicy"`
+}
+
+// jsonDuration is a duration as Go prints it, such as 1m30s.
+type jsonDuration string
+
+func durationOf(d time.Duration) jsonDuration { return jsonDuration(d.String()) }
+
+// planHealth predicts the health gate of a Replace RollingUpdate that
+// rolls (nil otherwise): the engine's canary and soak arithmetic
+// (poolmath.Health, poolmath.MinRolloutDuration).
+func planHealth(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
+	if !r.Rolls || r.Rollout == PlanCreate || r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
+		return
+	}
+	s := poolmath.Health(pool.Spec.Management.Health, desired)
+	if s == nil {
+		return
+	}
+	c, l, total := poolmath.MinRolloutDuration(*s, r.Machines, r.MaxSurge, r.MaxUnavailable)
+	r.Health = &PlanHealth{Canary: min(s.Canary, r.Machines), CanaryRounds: c, LaterRounds: l, CanarySoak: durationOf(s.CanarySoak), Soak: durationOf(s.Soak),
+		ProgressDeadline: durationOf(s.ProgressDeadline), MinDuration: durationOf(total), FailurePolicy: string(s.Policy)}
+}
+
+// healthSentence words the prediction.
+func healthSentence(r *PlanResult) string {
+	h := r.Health
+	if h == nil {
+		return ""
+	}
+	onFail := "the rollout halts"
+	if h.FailurePolicy == string(nodepoolv1.FailurePolicyRollback) {
+		onFail = "the pool rolls back to the previous revision"
+	}
+	return fmt.Sprintf("health-gated: a canary of %d machine(s) in %d round(s), each soaking %s, then %d round(s) each soaking %s: at least %s; "+
+		"a new machine not healthy within %s or a canary unhealthy during its soak and %s",
+		h.Canary, h.CanaryRounds, h.CanarySoak, h.LaterRounds, h.Soak, h.MinDuration, h.ProgressDeadline, onFail)
+}

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// healthFailed makes a rollout the health gate stopped Failed (Halted: no
+// further machine is replaced until the pool changes; RolledBack: the
+// pool returned to the previous revision), from the RolloutHealthy
+// condition the controller wrote. It reports whether it did.
+func healthFailed(st *RolloutStatus, pool *nodepoolv1.NodePool, d rollout.Decision) bool {
+	c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy)
+	if c == nil || c.Status != metav1.ConditionFalse || pool.Spec.Management.Health == nil {
+		return false
+	}
+	st.Health = string(rollout.HealthHalted)
+	if d.Health != nil && d.Health.Phase != rollout.HealthIdle {
+		st.Health = string(d.Health.Phase)
+	}
+	if c.Reason == nodepoolv1.ReasonRollingBack {
+		st.Health = string(rollout.HealthRollingBack)
+		return false // rolling back is a rollout in progress
+	}
+	st.Phase, st.Message = PhaseFailed, fmt.Sprintf("%s (%s): %s", nodepoolv1.ConditionRolloutHealthy, c.Reason, c.Message)
+	return true
+}
+
+// healthNote adds the health gate's phase to the message of a rollout in
+// progress: the canary, a soak and when it ends, or the rollback.
+func healthNote(st *RolloutStatus, d rollout.Decision, now time.Time) {
+	h := d.Health
+	if h == nil || h.Phase == rollout.HealthIdle {
+		return
+	}
+	st.Health = string(h.Phase)
+	note := ""
+	switch h.Phase {
+	case rollout.HealthCanary:
+		note = fmt.Sprintf("canary: %d of %d machines passed their soak of %s", min(h.Passed, h.Settings.Canary), h.Settings.Canary, h.Settings.CanarySoak)
+	case rollout.HealthSoaking:
+		note = fmt.Sprintf("soaking %v, %s left", h.Soaking, max(h.SoakEnds.Sub(now), 0).Round(time.Second))
+	case rollout.HealthRolling:
+		note = fmt.Sprintf("the canary passed; %d machines on the new payload passed their soak", h.Passed)
+	case rollout.HealthRollingBack:
+		note = "rolling back to the previous revision"
+	}
+	if h.Phase == rollout.HealthCanary && len(h.Soaking) > 0 {
+		note += fmt.Sprintf(", %s left", max(h.SoakEnds.Sub(now), 0).Round(time.Second))
+	}
+	if note != "" {
+		st.Message = note + "; " + st.Message
+	}
+}
+
+// rolloutUnhealthy is the reason of the pool's RolloutHealthy condition
+// when it is False.
+func rolloutUnhealthy(pool *nodepoolv1.NodePool) string {
+	if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Status == metav1.ConditionFalse {
+		return c.Reason
+	}
+	return ""
+}
+
+// updatingCell is the fleet's UPDATING cell: what rolls, and why the
+// health gate stopped it.
+func updatingCell(r FleetRow) string {
+	switch {
+	case r.RolloutUnhealthy != "" && r.Updating != "":
+		return r.Updating + " (" + r.RolloutUnhealthy + ")"
+	case r.RolloutUnhealthy != "":
+		return r.RolloutUnhealthy
+	}
+	return or(r.Updating, "-")
+}

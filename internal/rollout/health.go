@@ -1,0 +1,316 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+)
+
+// HealthPhase is where a health-gated rollout stands.
+type HealthPhase string
+
+// Phases of a health-gated rollout.
+const (
+	// HealthIdle: no rollout is on trial.
+	HealthIdle HealthPhase = ""
+	// HealthCanary: the canary machines are being created or soak.
+	HealthCanary HealthPhase = "Canary"
+	// HealthSoaking: the canary passed; a later machine soaks.
+	HealthSoaking HealthPhase = "Soaking"
+	// HealthRolling: the canary passed; Cluster API creates the next
+	// machines.
+	HealthRolling HealthPhase = "Rolling"
+	// HealthHalted: a machine failed; no further machine is replaced.
+	HealthHalted HealthPhase = "Halted"
+	// HealthRollingBack: a machine failed; the pool returns to the
+	// previous revision's payload.
+	HealthRollingBack HealthPhase = "RollingBack"
+	// HealthRolledBack: the rollback is done; the failed configuration
+	// waits for the owner's next change.
+	HealthRolledBack HealthPhase = "RolledBack"
+)
+
+// AnnotationRolledBack on a pool holds the rollout hash the health gate
+// rolled back: while the pool's inputs still render to it, the engine keeps
+// the previous revision. Any other owner change supersedes it; removing
+// the annotation retries the same configuration.
+const AnnotationRolledBack = "nodepool.dev/rolled-back"
+
+// HealthState is the health gate's part of the Decision.
+type HealthState struct {
+	Phase    HealthPhase
+	Settings poolmath.HealthSettings
+	// Machine and Signal name the failing machine and what failed (Halted,
+	// RollingBack, RolledBack); Reason is the RolloutHealthy reason.
+	Machine, Signal, Reason string
+	// Trial counts the machines on the new payload, Passed those whose
+	// gate is True.
+	Trial, Passed int32
+	// Soaking names the machines soaking now, SoakEnds when the first of
+	// them passes (zero when none soaks).
+	Soaking  []string
+	SoakEnds time.Time
+	// RollbackTo is the user-data a rollback returns to.
+	RollbackTo string
+	// next is when the gate must look again.
+	next time.Time
+	// gates are the gate conditions to write.
+	gates []GateAction
+}
+
+// GateAction sets a machine's nodepool.dev/Healthy condition.
+type GateAction struct {
+	Machine         string
+	Status          bool
+	Reason, Message string
+}
+
+// decideHealth is the health gate of a Replace pool with
+// spec.management.health: which machines of the rollout in progress are
+// on trial, their gates, the phase, and whether a failure rolls back. Nil
+// for pools without a health gate.
+func decideHealth(in Input, d Decision, running *UserData) *HealthState {
+	spec := in.Pool.Spec.Management.Health
+	if in.Pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
+		return decideInPlaceHealth(in, d, running) // health_inplace.go
+	}
+	if spec == nil {
+		return nil
+	}
+	s := poolmath.Health(spec, d.Replicas)
+	h := &HealthState{Settings: *s}
+	target := d.Target
+	rolledBack := rollbackHolds(in)
+	onTarget := func(m MachineHealth) bool {
+		return target != nil && m.UserData == target.Name && m.Version == target.Version
+	}
+	// Machines of the target, oldest first: the first s.Canary are the canary.
+	var trial []MachineHealth
+	for _, m := range in.Machines {
+		if m.Deleting {
+			continue
+		}
+		if failedGate(m.Gate) {
+			if onTarget(m) && h.Machine == "" {
+				h.Machine, h.Signal, h.Reason = m.Name, m.Gate.Message, nodepoolv1.ReasonRolloutHalted
+				if m.Gate.Reason == nodepoolv1.GateReasonProgressDeadlineExceeded {
+					h.Reason = nodepoolv1.ReasonProgressDeadlineExceeded
+				}
+			}
+			continue // final: a failed machine stays unavailable
+		}
+		onTrial := onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
+			(m.Gate != nil && !m.Gate.Status))
+		if running == nil && m.Gate == nil {
+			onTrial = false // a new pool's first machines: nothing to compare with
+		}
+		if !onTrial {
+			if m.Gate != nil && m.Gate.Status {
+				continue // passed already (Soaked) or never on trial
+			}
+			h.gate(m, true, nodepoolv1.GateReasonNotOnTrial, "no rollout is testing this machine's payload")
+			continue
+		}
+		trial = append(trial, m)
+	}
+	sort.SliceStable(trial, func(i, j int) bool {
+		if !trial[i].Created.Equal(trial[j].Created) {
+			return trial[i].Created.Before(trial[j].Created)
+		}
+		return trial[i].Name < trial[j].Name
+	})
+	h.Trial = int32(len(trial))
+	canaryDone := true
+	for i, m := range trial {
+		soak, what := s.Soak, "soak"
+		if int32(i) < s.Canary {
+			soak, what = s.CanarySoak, "canary soak"
+		}
+		passed := m.Gate != nil && m.Gate.Status
+		switch {
+		case passed:
+		case m.Healthy && !in.Now.Before(m.HealthySince.Add(soak)):
+			passed = true
+			h.gate(m, true, nodepoolv1.GateReasonSoaked, fmt.Sprintf("node %s stayed healthy for the %s of %s", m.Node, what, soak))
+		case m.Healthy:
+			ends := m.HealthySince.Add(soak)
+			h.Soaking = append(h.Soaking, m.Name)
+			if h.SoakEnds.IsZero() || ends.Before(h.SoakEnds) {
+				h.SoakEnds = ends
+			}
+			h.at(ends)
+			h.gate(m, false, nodepoolv1.GateReasonSoaking, fmt.Sprintf("node %s healthy since %s; the %s of %s ends at %s",
+				m.Node, m.HealthySince.UTC().Format(time.RFC3339), what, soak, ends.UTC().Format(time.RFC3339)))
+		case m.Gate != nil && m.Gate.Reason == nodepoolv1.GateReasonSoaking:
+			h.fail(m, nodepoolv1.GateReasonFailed, nodepoolv1.ReasonRolloutHalted, fmt.Sprintf("node %s turned unhealthy during its %s: %s", m.Node, what, m.Signal))
+		case !in.Now.Before(m.Created.Add(s.ProgressDeadline)):
+			signal := "no node"
+			if m.Node != "" {
+				signal = "node " + m.Node + ": " + m.Signal
+			}
+			h.fail(m, nodepoolv1.GateReasonProgressDeadlineExceeded, nodepoolv1.ReasonProgressDeadlineExceeded, fmt.Sprintf("not healthy within the progress deadline of %s: %s", s.ProgressDeadline, signal))
+		default:
+			h.at(m.Created.Add(s.ProgressDeadline))
+			signal := "no node yet"
+			if m.Node != "" {
+				signal = "node " + m.Node + ": " + m.Signal
+			}
+			h.gate(m, false, nodepoolv1.GateReasonWaitingForNode, fmt.Sprintf("waiting for a healthy node (%s) until %s",
+				signal, m.Created.Add(s.ProgressDeadline).UTC().Format(time.RFC3339)))
+		}
+		if passed {
+			h.Passed++
+		} else if int32(i) < s.Canary {
+			canaryDone = false
+		}
+	}
+	if h.Trial < s.Canary {
+		canaryDone = false
+	}
+	inProgress := d.InProgress || d.Action == ActionStart
+	switch {
+	case rolledBack:
+		h.Phase, h.Reason = HealthRolledBack, nodepoolv1.ReasonRolloutHalted
+		if inProgress {
+			h.Phase, h.Reason = HealthRollingBack, nodepoolv1.ReasonRollingBack
+		}
+		h.Machine = annotation(in.Pool, AnnotationRolledBack)
+	case h.Machine != "":
+		h.Phase = HealthHalted
+		if h.Reason == "" {
+			h.Reason = nodepoolv1.ReasonRolloutHalted
+		}
+		if s.Policy == nodepoolv1.FailurePolicyRollback && running != nil && target != nil && running.Name != target.Name {
+			h.Phase, h.Reason, h.RollbackTo = HealthRollingBack, nodepoolv1.ReasonRollingBack, running.Name
+		}
+	case !inProgress || len(trial) == 0 && (running == nil || target == nil || running.Name == target.Name):
+		h.Phase = HealthIdle
+	case !canaryDone:
+		h.Phase = HealthCanary
+	case len(h.Soaking) > 0:
+		h.Phase = HealthSoaking
+	default:
+		h.Phase = HealthRolling
+	}
+	return h
+}
+
+// rollbackHolds reports whether the pool's inputs still render to the
+// rollout the health gate rolled back.
+func rollbackHolds(in Input) bool {
+	v := annotation(in.Pool, AnnotationRolledBack)
+	return v != "" && in.Latest != nil && in.Hashes.Rollout == v
+}
+
+func (h *HealthState) gate(m MachineHealth, ok bool, reason, msg string) {
+	if m.Gate != nil && m.Gate.Status == ok && m.Gate.Reason == reason && m.Gate.Message == msg {
+		return
+	}
+	h.gates = append(h.gates, GateAction{Machine: m.Name, Status: ok, Reason: reason, Message: msg})
+}
+
+// failedGate reports whether a gate says its machine failed (final).
+func failedGate(g *Gate) bool {
+	return g != nil && !g.Status && (g.Reason == nodepoolv1.GateReasonFailed || g.Reason == nodepoolv1.GateReasonProgressDeadlineExceeded)
+}
+
+func (h *HealthState) fail(m MachineHealth, gateReason, reason, signal string) {
+	h.gate(m, false, gateReason, signal)
+	if h.Machine == "" {
+		h.Machine, h.Signal, h.Reason = m.Name, signal, reason
+	}
+}
+
+func (h *HealthState) at(t time.Time) {
+	if h.next.IsZero() || t.Before(h.next) {
+		h.next = t
+	}
+}
+
+// rollbackRecord is the history record of a rollback: the previous
+// revision's rollout, started again, naming the failed one.
+func rollbackRecord(in Input, to, failed *UserData) *Record {
+	r := &Record{Initiator: InitiatorRollback, RolloutHash: to.RolloutHash, PayloadHash: to.PayloadHash, Started: in.Now}
+	if failed != nil {
+		r.RollbackOf = failed.RolloutHash
+	}
+	return r
+}
+
+// planHealth writes the health gate's part of the plan: the gates, the
+// RolloutHealthy condition with an event when it changes, the failed
+// rollout's outcome on a rollback, and when to look again.
+func planHealth(in Input, d Decision, p *Plan) {
+	h := d.Health
+	if h == nil {
+		if meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy) != nil {
+			p.Conditions = append(p.Conditions, metav1.Condition{Type: nodepoolv1.ConditionRolloutHealthy, Status: metav1.ConditionTrue,
+				Reason: nodepoolv1.ReasonAsExpected, Message: "rollouts are not health-gated (no spec.management.health)"})
+		}
+		return
+	}
+	p.Gates = h.gates
+	c := metav1.Condition{Type: nodepoolv1.ConditionRolloutHealthy, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
+	switch h.Phase {
+	case HealthIdle:
+		c.Message = "no rollout is on trial"
+	case HealthCanary:
+		c.Message = fmt.Sprintf("canary: %d of %d canary machines passed their soak of %s", min(h.Passed, h.Settings.Canary), h.Settings.Canary, h.Settings.CanarySoak)
+	case HealthSoaking, HealthRolling:
+		c.Message = fmt.Sprintf("the canary passed; %d machines on the new payload passed their soak", h.Passed)
+	case HealthHalted:
+		c.Status, c.Reason = metav1.ConditionFalse, h.Reason
+		c.Message = fmt.Sprintf("rollout halted: machine %s %s; no further machine is replaced until the pool changes", h.Machine, h.Signal)
+	case HealthRollingBack:
+		c.Status, c.Reason = metav1.ConditionFalse, nodepoolv1.ReasonRollingBack
+		c.Message = fmt.Sprintf("rolling back to the previous revision: machine %s %s", h.Machine, h.Signal)
+		if h.RollbackTo == "" {
+			c.Message = fmt.Sprintf("rolling back to the previous revision (the rollout %s failed its health check)", h.Machine)
+		}
+	case HealthRolledBack:
+		c.Status, c.Reason = metav1.ConditionFalse, nodepoolv1.ReasonRolloutHalted
+		c.Message = fmt.Sprintf("rolled back: the rollout %s failed its health check; every machine runs the previous revision until the pool changes", h.Machine)
+	}
+	p.Conditions = append(p.Conditions, c)
+	if was := meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c.Status == metav1.ConditionFalse &&
+		(was == nil || was.Reason != c.Reason || was.Message != c.Message) {
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: c.Reason, Message: c.Message})
+	}
+	if h.RollbackTo != "" {
+		p.Annotations[AnnotationRolledBack] = in.Hashes.Rollout
+		p.Finish, p.FinishedAt = OutcomeFailed, in.Now
+	}
+}
+
+// healthRollback switches the decision's target to what the machines ran
+// before when the health gate rolls back; it returns the failed target.
+func healthRollback(d *Decision, running *UserData) *UserData {
+	if d.Health == nil || d.Health.RollbackTo == "" || running == nil {
+		return nil
+	}
+	failed := d.Target
+	d.Target = running
+	return failed
+}
+
+// requeueHealth looks again when a soak ends or a progress deadline
+// passes, and while a rollout is on trial at least every poll interval.
+func requeueHealth(in Input, d Decision, p *Plan) {
+	h := d.Health
+	if h == nil {
+		return
+	}
+	if !h.next.IsZero() {
+		p.RequeueAfter = minPositive(p.RequeueAfter, max(h.next.Sub(in.Now), 0)+time.Second)
+	}
+	if h.Phase != HealthIdle && h.Phase != HealthRolledBack {
+		p.RequeueAfter = minPositive(p.RequeueAfter, RolloutPollInterval)
+	}
+}

@@ -1,0 +1,182 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+)
+
+func TestTheHealthGateDecidesEachMachineAndThePhase(t *testing.T) {
+	old := &UserData{Name: "workers-old", RolloutHash: "old", Version: "v1"}
+	next := &UserData{Name: "workers-new", RolloutHash: "new", Version: "v1"}
+	health := nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: time.Minute},
+		Soak: &metav1.Duration{Duration: 10 * time.Second}, ProgressDeadline: &metav1.Duration{Duration: 5 * time.Minute}}
+	oldM := func(name string) MachineHealth {
+		return MachineHealth{Name: name, UserData: old.Name, Version: "v1", Created: t0.Add(-time.Hour), Node: name, Healthy: true,
+			HealthySince: t0.Add(-time.Hour), Gate: &Gate{Status: true, Reason: nodepoolv1.GateReasonNotOnTrial}}
+	}
+	newM := func(name string, created time.Duration, edit func(*MachineHealth)) MachineHealth {
+		m := MachineHealth{Name: name, UserData: next.Name, Version: "v1", Created: t0.Add(-created), Signal: "no node yet"}
+		if edit != nil {
+			edit(&m)
+		}
+		return m
+	}
+	healthyFor := func(d time.Duration) func(*MachineHealth) {
+		return func(m *MachineHealth) { m.Node, m.Healthy, m.HealthySince, m.Signal = m.Name, true, t0.Add(-d), "" }
+	}
+	soaking := func(m *MachineHealth) {
+		m.Gate = &Gate{Status: false, Reason: nodepoolv1.GateReasonSoaking}
+	}
+	for _, tc := range []struct {
+		name     string
+		machines []MachineHealth
+		policy   nodepoolv1.FailurePolicy
+		phase    HealthPhase
+		gates    map[string]string // machine → "True/Reason" or "False/Reason"
+		failing  string
+		reason   string
+		rollback bool
+	}{
+		{name: "old machines without a gate are marked True, nothing old is blocked", phase: HealthCanary,
+			machines: []MachineHealth{{Name: "a", UserData: old.Name, Version: "v1", Node: "a", Healthy: true}},
+			gates:    map[string]string{"a": "True/NotOnTrial"}},
+		{name: "the canary without a node waits until the progress deadline", phase: HealthCanary,
+			machines: []MachineHealth{oldM("a"), newM("c", time.Minute, nil)},
+			gates:    map[string]string{"c": "False/WaitingForNode"}},
+		{name: "a healthy canary soaks canarySoak", phase: HealthCanary,
+			machines: []MachineHealth{oldM("a"), newM("c", time.Minute, healthyFor(30*time.Second))},
+			gates:    map[string]string{"c": "False/Soaking"}},
+		{name: "a canary healthy for canarySoak passes", phase: HealthRolling,
+			machines: []MachineHealth{oldM("a"), newM("c", 2*time.Minute, healthyFor(time.Minute))},
+			gates:    map[string]string{"c": "True/Soaked"}},
+		{name: "a later machine soaks soak, not canarySoak", phase: HealthRolling,
+			machines: []MachineHealth{oldM("a"), newM("c", 5*time.Minute, func(m *MachineHealth) {
+				healthyFor(4 * time.Minute)(m)
+				m.Gate = &Gate{Status: true, Reason: nodepoolv1.GateReasonSoaked}
+			}), newM("d", 30*time.Second, healthyFor(10*time.Second))},
+			gates: map[string]string{"d": "True/Soaked"}},
+		{name: "a later machine in its soak", phase: HealthSoaking,
+			machines: []MachineHealth{oldM("a"), newM("c", 5*time.Minute, func(m *MachineHealth) {
+				healthyFor(4 * time.Minute)(m)
+				m.Gate = &Gate{Status: true, Reason: nodepoolv1.GateReasonSoaked}
+			}), newM("d", 30*time.Second, healthyFor(5*time.Second))},
+			gates: map[string]string{"d": "False/Soaking"}},
+		{name: "a canary that turns unhealthy during its soak halts the rollout", phase: HealthHalted,
+			machines: []MachineHealth{oldM("a"), newM("c", time.Minute, func(m *MachineHealth) {
+				m.Node, m.Signal = "c", "Ready=False (KubeletNotReady)"
+				soaking(m)
+			})},
+			gates: map[string]string{"c": "False/Failed"}, failing: "c", reason: nodepoolv1.ReasonRolloutHalted},
+		{name: "a canary past the progress deadline without a node fails", phase: HealthHalted,
+			machines: []MachineHealth{oldM("a"), newM("c", 5*time.Minute, nil)},
+			gates:    map[string]string{"c": "False/ProgressDeadlineExceeded"}, failing: "c", reason: nodepoolv1.ReasonProgressDeadlineExceeded},
+		{name: "a failure stays: the failed gate is final", phase: HealthHalted,
+			machines: []MachineHealth{oldM("a"), newM("c", time.Minute, func(m *MachineHealth) {
+				healthyFor(time.Second)(m)
+				m.Gate = &Gate{Status: false, Reason: nodepoolv1.GateReasonFailed, Message: "node c turned unhealthy"}
+			})},
+			gates: map[string]string{}, failing: "c", reason: nodepoolv1.ReasonRolloutHalted},
+		{name: "Rollback rolls a failed rollout back to what the machines ran", phase: HealthRollingBack, policy: nodepoolv1.FailurePolicyRollback,
+			machines: []MachineHealth{oldM("a"), newM("c", 5*time.Minute, nil)},
+			gates:    map[string]string{"c": "False/ProgressDeadlineExceeded"}, failing: "c", reason: nodepoolv1.ReasonRollingBack, rollback: true},
+		{name: "a machine being deleted is left alone", phase: HealthCanary,
+			machines: []MachineHealth{oldM("a"), newM("c", 5*time.Minute, func(m *MachineHealth) { m.Deleting = true })},
+			gates:    map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := health
+			h.FailurePolicy = tc.policy
+			pool := &nodepoolv1.NodePool{Spec: nodepoolv1.NodePoolSpec{Replicas: ptr.To[int32](3), Management: nodepoolv1.Management{Health: &h}}}
+			in := Input{Pool: pool, Now: t0, Machines: tc.machines}
+			d := Decision{Target: next, Running: old, Replicas: 3, InProgress: true}
+			s := decideHealth(in, d, old)
+			if s.Phase != tc.phase {
+				t.Errorf("phase %q, want %q", s.Phase, tc.phase)
+			}
+			got := map[string]string{}
+			for _, g := range s.gates {
+				st := "False"
+				if g.Status {
+					st = "True"
+				}
+				got[g.Machine] = st + "/" + g.Reason
+			}
+			for m, want := range tc.gates {
+				if got[m] != want {
+					t.Errorf("gate of %s = %q, want %q (all: %v)", m, got[m], want, got)
+				}
+			}
+			if len(got) != len(tc.gates) {
+				t.Errorf("gates written %v, want %v", got, tc.gates)
+			}
+			if s.Machine != tc.failing || (tc.reason != "" && s.Reason != tc.reason) {
+				t.Errorf("failing %q (%s: %s), want %q (%s)", s.Machine, s.Reason, s.Signal, tc.failing, tc.reason)
+			}
+			if (s.RollbackTo != "") != tc.rollback || (tc.rollback && s.RollbackTo != old.Name) {
+				t.Errorf("rollback to %q, want rollback %v", s.RollbackTo, tc.rollback)
+			}
+		})
+	}
+}
+
+func TestNoHealthGateWithoutSpecOrForInPlacePools(t *testing.T) {
+	pool := &nodepoolv1.NodePool{}
+	if s := decideHealth(Input{Pool: pool}, Decision{}, nil); s != nil {
+		t.Errorf("no spec.management.health: %+v", s)
+	}
+	pool.Spec.Management.Health = &nodepoolv1.Health{}
+	pool.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
+	if s := decideHealth(Input{Pool: pool}, Decision{}, nil); s != nil {
+		t.Errorf("InPlace pool: %+v", s)
+	}
+}
+
+func TestARolledBackConfigurationIsHeldUntilTheOwnerChangesThePool(t *testing.T) {
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRolledBack: "bad"}}}
+	in := Input{Pool: pool, Latest: &payload.Payload{}, Hashes: payload.Hashes{Rollout: "bad"}}
+	if !rollbackHolds(in) {
+		t.Error("inputs that render to the rolled-back rollout are not held")
+	}
+	in.Hashes.Rollout = "newer"
+	if rollbackHolds(in) {
+		t.Error("a new owner change is held by an older rollback")
+	}
+}
+
+func TestNodeHealthReadsReadyTheListedConditionsAndSinceWhen(t *testing.T) {
+	h := &nodepoolv1.Health{UnhealthyConditions: []nodepoolv1.NodeConditionMatch{{Type: "KernelDeadlock", Status: "True"}},
+		RequiredConditions: []string{"example.com/AppHealthy"}}
+	cond := func(typ string, s corev1.ConditionStatus, at time.Duration) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: s, LastTransitionTime: metav1.NewTime(t0.Add(at))}
+	}
+	for _, tc := range []struct {
+		name    string
+		conds   []corev1.NodeCondition
+		healthy bool
+		since   time.Time
+		signal  string
+	}{
+		{name: "no Ready condition", signal: "Ready condition not reported"},
+		{name: "NotReady", conds: []corev1.NodeCondition{cond("Ready", corev1.ConditionFalse, 0)}, signal: "Ready=False"},
+		{name: "a listed bad condition", conds: []corev1.NodeCondition{cond("Ready", "True", 0), cond("KernelDeadlock", "True", 0), cond("example.com/AppHealthy", "True", 0)}, signal: "KernelDeadlock=True"},
+		{name: "a required condition missing", conds: []corev1.NodeCondition{cond("Ready", "True", 0)}, signal: "example.com/AppHealthy condition not reported"},
+		{name: "healthy since the latest transition", healthy: true, since: t0.Add(time.Minute),
+			conds: []corev1.NodeCondition{cond("Ready", "True", 0), cond("KernelDeadlock", "False", 30*time.Second), cond("example.com/AppHealthy", "True", time.Minute)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, since, signal := NodeHealth(h, tc.conds)
+			if ok != tc.healthy || !since.Equal(tc.since) || !strings.HasPrefix(signal, tc.signal) {
+				t.Errorf("NodeHealth = %v since %v %q, want %v since %v %q", ok, since, signal, tc.healthy, tc.since, tc.signal)
+			}
+		})
+	}
+}
