@@ -321,7 +321,7 @@ func observeFleetPool(pool *nodepoolv1.NodePool, now time.Time) fleet.Pool {
 func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, initiator string, at time.Time) *fleet.Record {
 	var found *fleet.Record
 	for _, cr := range crs {
-		if !metav1.IsControlledBy(cr, pool) {
+		if !history.IsRecord(pool, cr) {
 			continue
 		}
 		e, err := history.Decode(cr)

@@ -74,9 +74,12 @@ func (d *demo) healthGate(ctx context.Context) error {
 	if err := d.c.List(ctx, revs, client.InNamespace(d.o.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: d.o.Pool}); err != nil {
 		return err
 	}
-	history.Sort(revs.Items)
-	for i := range revs.Items {
-		if e, err := history.Decode(&revs.Items[i]); err == nil && (e.Outcome == history.OutcomeFailed || e.RollbackOf > 0) {
+	if err := d.c.Get(ctx, d.key, pool); err != nil {
+		return err
+	}
+	records := history.Records(pool, revs.Items)
+	for i := range records {
+		if e, err := history.Decode(&records[i]); err == nil && (e.Outcome == history.OutcomeFailed || e.RollbackOf > 0) {
 			d.say("revision %d: initiator %s, outcome %s%s", e.Revision, e.Initiator, e.Outcome, rollbackOf(e))
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -42,11 +41,5 @@ func RecentDurations(ctx context.Context, c client.Reader, pool *nodepoolv1.Node
 	if err := c.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
 		return nil, fmt.Errorf("listing the pool's history: %w", err)
 	}
-	var owned []appsv1.ControllerRevision
-	for _, cr := range list.Items {
-		if metav1.IsControlledBy(&cr, pool) {
-			owned = append(owned, cr)
-		}
-	}
-	return Durations(owned, RecentLimit), nil
+	return Durations(Records(pool, list.Items), RecentLimit), nil
 }

@@ -13,21 +13,30 @@ import (
 // reference is not among them). A pool whose status lists none (its
 // records predate the list) trusts every revision it controls.
 func Records(pool *nodepoolv1.NodePool, crs []appsv1.ControllerRevision) []appsv1.ControllerRevision {
-	listed := map[int64]string{}
-	for _, r := range pool.Status.Revisions {
-		listed[r.Revision] = string(r.UID)
-	}
 	var out []appsv1.ControllerRevision
 	for _, cr := range crs {
-		if !metav1.IsControlledBy(&cr, pool) {
-			continue
-		}
-		if uid, ok := listed[cr.Revision]; len(listed) == 0 || (ok && uid == string(cr.UID)) {
+		if IsRecord(pool, &cr) {
 			out = append(out, cr)
 		}
 	}
 	Sort(out)
 	return out
+}
+
+// IsRecord reports whether cr is one of the pool's records (see Records).
+func IsRecord(pool *nodepoolv1.NodePool, cr *appsv1.ControllerRevision) bool {
+	if !metav1.IsControlledBy(cr, pool) {
+		return false
+	}
+	if len(pool.Status.Revisions) == 0 {
+		return true
+	}
+	for _, r := range pool.Status.Revisions {
+		if r.Revision == cr.Revision && r.UID == cr.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // Unlisted returns the revisions the pool controls that status.revisions
