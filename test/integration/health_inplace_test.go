@@ -51,7 +51,7 @@ func TestInPlaceRollbackRequestsThePreviousPayloadOnTheUpdatedNodes(t *testing.T
 	if !after.machines.Equal(before.machines) {
 		t.Error("the in-place rollback replaced machines")
 	}
-	entries := readHistory(t, p)
+	entries := historyOf(t, p)
 	if n := len(entries); n != 3 || entries[1].Outcome != history.OutcomeFailed || entries[2].Initiator != string(rollout.InitiatorRollback) || entries[2].RollbackOf != entries[1].Revision {
 		t.Errorf("history %+v, want create, the failed rollout, its rollback", entries)
 	}

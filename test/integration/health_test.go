@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -132,7 +131,7 @@ func TestRollbackReturnsEveryMachineToThePreviousPayloadAndRecordsIt(t *testing.
 	if c.Status != metav1.ConditionFalse || c.Reason != nodepoolv1.ReasonRolloutHalted {
 		t.Errorf("after the rollback RolloutHealthy = %s/%s (%s), want False/%s", c.Status, c.Reason, c.Message, nodepoolv1.ReasonRolloutHalted)
 	}
-	entries := readHistory(t, p)
+	entries := historyOf(t, p)
 	if len(entries) != 3 {
 		t.Fatalf("history has %d revisions, want 3 (create, the failed rollout, the rollback): %+v", len(entries), entries)
 	}
@@ -149,24 +148,6 @@ func TestRollbackReturnsEveryMachineToThePreviousPayloadAndRecordsIt(t *testing.
 	holdsFor(t, p, 10*time.Second, "the failed configuration is not tried again", func(s state) bool {
 		return s.machines.Equal(before.machines)
 	})
-}
-
-func readHistory(t *testing.T, p *nodepoolv1.NodePool) []history.Entry {
-	t.Helper()
-	list := &appsv1.ControllerRevisionList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
-		t.Fatal(err)
-	}
-	history.Sort(list.Items)
-	var out []history.Entry
-	for i := range list.Items {
-		e, err := history.Decode(&list.Items[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e)
-	}
-	return out
 }
 
 func TestAHealthyGatedRolloutSoaksEveryMachineWithinTheSurgeBounds(t *testing.T) {
