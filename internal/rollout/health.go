@@ -107,7 +107,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			continue // final: a failed machine stays unavailable
 		}
 		onTrial := onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
-			(m.Gate != nil && !m.Gate.Status))
+			(m.Gate != nil && !m.Gate.Status) || forcedTrial(in.MachineDeployment, m))
 		if running == nil && m.Gate == nil {
 			onTrial = false // a new pool's first machines: nothing to compare with
 		}
@@ -200,6 +200,16 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		h.Phase = HealthRolling
 	}
 	return h
+}
+
+// forcedTrial reports whether m is a machine a forced rollout in progress
+// made (rolloutAfter, apply-pending, the Rollout policy, a fleet
+// rollout): the user-data keeps its name, but its token serves the latest
+// payload, so the machines Cluster API makes to replace those created
+// before rollout.after boot something new and are on trial like any
+// rollout's.
+func forcedTrial(md *MachineDeployment, m MachineHealth) bool {
+	return md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 && !m.Created.Before(*md.RolloutAfter)
 }
 
 // rollbackHolds reports whether the pool's inputs still render to the

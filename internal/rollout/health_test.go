@@ -180,3 +180,45 @@ func TestNodeHealthReadsReadyTheListedConditionsAndSinceWhen(t *testing.T) {
 		})
 	}
 }
+
+// A forced rollout (apply-pending, rolloutAfter, the Rollout policy, a
+// fleet rollout) keeps the user-data's name while its token serves the
+// latest payload: the machines made since rollout.after are on trial.
+func TestAForcedRolloutsNewMachinesAreOnTrial(t *testing.T) {
+	ud := &UserData{Name: "workers-ud", RolloutHash: "h", Version: "v1"}
+	health := nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: time.Minute},
+		ProgressDeadline: &metav1.Duration{Duration: 5 * time.Minute}}
+	forcedAt := t0.Add(-10 * time.Minute)
+	old := MachineHealth{Name: "a", UserData: ud.Name, Version: "v1", Created: t0.Add(-time.Hour), Node: "a", Healthy: true,
+		HealthySince: t0.Add(-time.Hour), Gate: &Gate{Status: true, Reason: nodepoolv1.GateReasonNotOnTrial}}
+	unhealthy := MachineHealth{Name: "b", UserData: ud.Name, Version: "v1", Created: t0.Add(-6 * time.Minute), Node: "b",
+		Signal: "Ready=False (KubeletNotReady)"}
+	for _, tc := range []struct {
+		name       string
+		remaining  int32 // machines created before rollout.after not yet replaced
+		wantPhase  HealthPhase
+		wantGate   string
+		wantReason string
+	}{
+		{"while it replaces machines, a new machine past its deadline halts it", 1, HealthHalted, "False/ProgressDeadlineExceeded", nodepoolv1.ReasonProgressDeadlineExceeded},
+		{"once every old machine is gone, a later machine is not on trial", 0, HealthIdle, "True/NotOnTrial", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := health
+			pool := &nodepoolv1.NodePool{Spec: nodepoolv1.NodePoolSpec{Replicas: ptr.To[int32](1), Management: nodepoolv1.Management{Health: &h}}}
+			md := &MachineDeployment{DataSecretName: ud.Name, RolloutAfter: &forcedAt, MachinesBeforeRolloutAfter: tc.remaining}
+			in := Input{Pool: pool, Now: t0, Machines: []MachineHealth{old, unhealthy}, MachineDeployment: md}
+			d := Decision{Target: ud, Running: ud, Replicas: 1, InProgress: tc.remaining > 0}
+			s := decideHealth(in, d, ud)
+			got := ""
+			for _, g := range s.gates {
+				if g.Machine == "b" {
+					got = map[bool]string{true: "True", false: "False"}[g.Status] + "/" + g.Reason
+				}
+			}
+			if s.Phase != tc.wantPhase || got != tc.wantGate || s.Reason != tc.wantReason {
+				t.Errorf("phase %q, gate of b %q, reason %q; want %q, %q, %q", s.Phase, got, s.Reason, tc.wantPhase, tc.wantGate, tc.wantReason)
+			}
+		})
+	}
+}
