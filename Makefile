@@ -8,7 +8,7 @@ CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 # Extra flags for go test, e.g. make test TESTFLAGS='-run TestHarness -v'.
 TESTFLAGS ?=
-TEST_TIMEOUT ?= 25m
+TEST_TIMEOUT ?= 40m
 # Flags of the payload-server benchmark (go run ./hack/bench/payloadserver -h).
 PAYLOAD_BENCHFLAGS ?=
 
@@ -74,7 +74,7 @@ release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.y
 test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API server (builds what it needs).
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" \
-	go test -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
+	go test -timeout $(TEST_TIMEOUT) -parallel 4 $(TESTFLAGS) ./...
 	@for t in $(FUZZ_TARGETS); do \
 		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \
 		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $$ft"; \

@@ -25,6 +25,7 @@ func healthInPlacePool(t *testing.T, n int32, h nodepoolv1.Health) *nodepoolv1.N
 }
 
 func TestInPlaceANodeUnhealthyAfterItsUpdateHaltsTheUpdate(t *testing.T) {
+	t.Parallel() // its own namespace and pools; no shared setting changes
 	p := healthInPlacePool(t, 3, nodepoolv1.Health{CanarySoak: &metav1.Duration{Duration: 30 * time.Second}})
 	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
 	old := before.onlyPayload()
@@ -40,6 +41,7 @@ func TestInPlaceANodeUnhealthyAfterItsUpdateHaltsTheUpdate(t *testing.T) {
 }
 
 func TestInPlaceRollbackRequestsThePreviousPayloadOnTheUpdatedNodes(t *testing.T) {
+	t.Parallel() // its own namespace and pools; no shared setting changes
 	p := healthInPlacePool(t, 2, nodepoolv1.Health{CanarySoak: &metav1.Duration{Duration: 30 * time.Second}, FailurePolicy: nodepoolv1.FailurePolicyRollback})
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
 	rollOutBadPayload(t, p)

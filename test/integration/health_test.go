@@ -59,6 +59,7 @@ func gateOf(m *clusterv1.Machine) *metav1.Condition {
 }
 
 func TestACanaryOnABadPayloadHaltsTheRolloutAndTouchesNoOtherMachine(t *testing.T) {
+	t.Parallel() // its own namespace and pools; no shared setting changes
 	p := healthPool(t, 3, nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: 30 * time.Second}})
 	before := waitFor(t, p, rolloutTimeout, "3 ready nodes, every gate True", func(s state) bool {
 		return settled(3)(s) && gatesTrue(t, p) == 3
@@ -114,6 +115,7 @@ func gatesTrue(t *testing.T, p *nodepoolv1.NodePool) int {
 }
 
 func TestRollbackReturnsEveryMachineToThePreviousPayloadAndRecordsIt(t *testing.T) {
+	t.Parallel() // its own namespace and pools; no shared setting changes
 	p := healthPool(t, 3, nodepoolv1.Health{CanarySoak: &metav1.Duration{Duration: 30 * time.Second}, FailurePolicy: nodepoolv1.FailurePolicyRollback})
 	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", func(s state) bool { return settled(3)(s) && gatesTrue(t, p) == 3 })
 	rollOutBadPayload(t, p)
@@ -151,6 +153,7 @@ func TestRollbackReturnsEveryMachineToThePreviousPayloadAndRecordsIt(t *testing.
 }
 
 func TestAHealthyGatedRolloutSoaksEveryMachineWithinTheSurgeBounds(t *testing.T) {
+	t.Parallel() // its own namespace and pools; no shared setting changes
 	const canarySoak, soak = 8 * time.Second, 4 * time.Second
 	p := healthPool(t, 3, nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)),
 		CanarySoak: &metav1.Duration{Duration: canarySoak}, Soak: &metav1.Duration{Duration: soak}})
@@ -218,6 +221,7 @@ func TestAHealthyGatedRolloutSoaksEveryMachineWithinTheSurgeBounds(t *testing.T)
 }
 
 func TestAMachineThatNeverBootsExceedsTheProgressDeadline(t *testing.T) {
+	t.Parallel() // its own namespace and pools; no shared setting changes
 	const deadline = 15 * time.Second
 	p := healthPool(t, 2, nodepoolv1.Health{ProgressDeadline: &metav1.Duration{Duration: deadline}})
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", func(s state) bool { return settled(2)(s) && gatesTrue(t, p) == 2 })
@@ -250,6 +254,7 @@ func TestAMachineThatNeverBootsExceedsTheProgressDeadline(t *testing.T) {
 }
 
 func TestEnablingTheHealthGateReplacesNoMachine(t *testing.T) {
+	t.Parallel() // its own namespace and pools; no shared setting changes
 	p := newPool(t, "workers", 2)
 	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
 	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.Health = &nodepoolv1.Health{} })
