@@ -144,6 +144,10 @@ func parseIgnition(js []byte, at string) (igntypes.Config, error) {
 	if err != nil {
 		return igntypes.Config{}, fmt.Errorf("%signition.version %q is not a version: set it to %s", at, *stub.Ignition.Version, IgnitionVersion)
 	}
+	if v.String() != *stub.Ignition.Version {
+		// "3.5.00" parses as 3.5.0 but would be stored as written.
+		return igntypes.Config{}, fmt.Errorf("%signition.version %q is not a canonical version: write it as %s", at, *stub.Ignition.Version, v)
+	}
 	if v.Major != 3 || v.PreRelease != "" || igntypes.MaxVersion.LessThan(*v) {
 		return igntypes.Config{}, fmt.Errorf("%sunsupported Ignition version %s: write spec 3.0.0 to %s (spec 2.x must be translated, experimental specs are refused)", at, v, IgnitionVersion)
 	}
