@@ -9,6 +9,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/observe"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
 )
@@ -74,17 +75,25 @@ func payloadFits(pool *nodepoolv1.NodePool, in *rollout.Input) (*corev1.Secret, 
 	if err != nil {
 		return nil, err
 	}
-	// Room for the metadata the Secret carries besides its data.
-	const limit = secrets.MaxDataBytes - 16<<10
-	if n := secrets.DataBytes(s); n > limit {
-		return nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: limit}
+	if n := secrets.DataBytes(s); n > payloadDataLimit {
+		return nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: payloadDataLimit}
 	}
-	fragments := 0
-	for _, f := range in.Latest.Fragments {
-		fragments += len(f)
-	}
-	if n := max(len(in.Latest.Ignition), fragments); n > secrets.MaxInflatedBytes {
+	if n := inflatedBytes(in.Latest); n > secrets.MaxInflatedBytes {
 		return nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: secrets.MaxInflatedBytes, Inflated: true}
 	}
 	return s, nil
+}
+
+// payloadDataLimit is the most data a payload Secret may hold: room is
+// left for the metadata it carries besides.
+const payloadDataLimit = secrets.MaxDataBytes - 16<<10
+
+// inflatedBytes is what the payload server or the controller inflates of
+// a payload Secret at most in one piece: its Ignition or its fragments.
+func inflatedBytes(p *payload.Payload) int {
+	fragments := 0
+	for _, f := range p.Fragments {
+		fragments += len(f)
+	}
+	return max(len(p.Ignition), fragments)
 }

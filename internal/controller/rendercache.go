@@ -64,6 +64,8 @@ type poolRender struct {
 	// fragments (shared with other pools) compose the payload when it is
 	// not stored; nil means render gathered again.
 	fragments map[inputs.Component][]byte
+	// shared is the render the fragments come from (nil: none).
+	shared *sharedRender
 
 	mu     sync.Mutex
 	latest *payload.Payload // nil once its payload Secret is stored
@@ -73,7 +75,21 @@ type sharedRender struct {
 	gathered  inputs.Inputs // Pool is the namespace only
 	fragments map[inputs.Component][]byte
 	hashes    payload.Hashes // without the payload hash
+
+	mu sync.Mutex
+	// fit is the size of one pool's payload Secret of these fragments,
+	// once a pool's was encoded (nil before): the pools sharing them
+	// differ only in their name and hash, a few hundred bytes at most.
+	fit *payloadSize
 }
+
+// payloadSize is the size of an encoded payload Secret (payloadFits).
+type payloadSize struct{ data, inflated int }
+
+// fitMargin is how much larger than another pool's payload Secret of the
+// same fragments a pool's may be: its name (up to 63 characters) and hash
+// appear in the identity fragment a handful of times.
+const fitMargin = 4 << 10
 
 func newRenderCache(reader *inputReader, s inputs.Settings, pools int) (*renderCache, error) {
 	b, err := json.Marshal(s)
@@ -150,10 +166,10 @@ func (r *Reconciler) latest(ctx context.Context, pool *nodepoolv1.NodePool, in *
 		c.pools.remove(key)
 		return gathered, err
 	}
-	e = &poolRender{spec: spec, reads: rec.reads, gathered: gathered, hashes: in.Hashes, templateName: in.TemplateName, latest: in.Latest}
-	c.pools.put(key, e)
 	sh := &sharedRender{gathered: *gathered, fragments: in.Latest.Fragments, hashes: in.Hashes}
 	sh.gathered.Pool.Name, sh.hashes.Payload = "", ""
+	e = &poolRender{spec: spec, reads: rec.reads, gathered: gathered, hashes: in.Hashes, templateName: in.TemplateName, latest: in.Latest, shared: sh}
+	c.pools.put(key, e)
 	c.shared.put(sharedKey(spec, rec.reads), sh)
 	c.plans.put(spec, rec.reads)
 	return gathered, nil
@@ -189,7 +205,7 @@ func (c *renderCache) compose(pool *nodepoolv1.NodePool, spec string, reads []re
 	gathered.Pool = client.ObjectKeyFromObject(pool)
 	h := sh.hashes
 	h.Payload = payload.HashOf(pool.Name, sh.fragments)
-	return &poolRender{spec: spec, reads: reads, gathered: &gathered, hashes: h, fragments: sh.fragments,
+	return &poolRender{spec: spec, reads: reads, gathered: &gathered, hashes: h, fragments: sh.fragments, shared: sh,
 		templateName: payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(gathered.InfrastructureTemplate))}, true
 }
 
@@ -206,7 +222,8 @@ func (c *renderCache) serve(key client.ObjectKey, e *poolRender, in *rollout.Inp
 
 // resolve fills in.Latest of a cache hit once the pool's payload Secrets
 // are read: the stored payload of the latest hash, or, when it is not
-// stored (any more), the payload rendered again.
+// stored (any more), the payload of the shared fragments, uncomposed
+// (storePayload composes it if the plan stores it), or rendered again.
 func (c *renderCache) resolve(pool *nodepoolv1.NodePool, in *rollout.Input) {
 	key := client.ObjectKeyFromObject(pool)
 	v, ok := c.resolving.LoadAndDelete(key)
@@ -229,13 +246,12 @@ func (c *renderCache) resolve(pool *nodepoolv1.NodePool, in *rollout.Input) {
 		in.Latest = p
 		return
 	}
-	renderCacheResults.WithLabelValues("composed").Inc()
 	var latest *payload.Payload
 	var err error
 	if e.fragments != nil {
-		latest, err = payload.Compose(pool.Name, e.fragments)
-	}
-	if e.fragments == nil || err != nil { // a render names the input at fault
+		latest = payload.Uncomposed(pool.Name, e.fragments)
+	} else {
+		renderCacheResults.WithLabelValues("composed").Inc()
 		latest, _, err = payload.Render(e.gathered)
 	}
 	if err == nil && latest.Hash != e.hashes.Payload {
@@ -254,7 +270,8 @@ func (c *renderCache) resolve(pool *nodepoolv1.NodePool, in *rollout.Input) {
 
 // fitsInASecret resolves a cache hit's latest payload, then checks that it
 // fits in a payload Secret; the Secret encoded for that is kept for
-// storePayload.
+// storePayload. An uncomposed latest payload whose fragments another
+// pool's payload Secret held with room to spare fits without composing.
 func (r *Reconciler) fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input) error {
 	if r.renders == nil {
 		_, err := payloadFits(pool, in)
@@ -263,11 +280,49 @@ func (r *Reconciler) fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input)
 	r.renders.resolve(pool, in)
 	key := client.ObjectKeyFromObject(pool)
 	r.renders.encoded.Delete(key)
+	if in.Latest == nil {
+		return nil
+	}
+	if _, stored := in.Payloads[in.Latest.Hash]; stored {
+		return nil
+	}
+	var sh *sharedRender
+	if e, ok := r.renders.pools.get(key); ok && e.hashes.Payload == in.Latest.Hash {
+		sh = e.shared
+	}
+	if in.Latest.Ignition == nil && sh != nil && sh.fits() {
+		return nil
+	}
+	if in.Latest.Ignition == nil {
+		renderCacheResults.WithLabelValues("composed").Inc()
+		full, err := in.Latest.Composed()
+		if err != nil {
+			r.renders.pools.remove(key)
+			in.Latest, in.Hashes = nil, payload.Hashes{}
+			return err
+		}
+		in.Latest = full
+	}
 	s, err := payloadFits(pool, in)
 	if err == nil && s != nil {
 		r.renders.encoded.Store(key, s)
+		if sh != nil {
+			sh.record(payloadSize{data: secrets.DataBytes(s), inflated: inflatedBytes(in.Latest)})
+		}
 	}
 	return err
+}
+
+func (sh *sharedRender) fits() bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.fit != nil && sh.fit.data+fitMargin <= payloadDataLimit && sh.fit.inflated+fitMargin <= secrets.MaxInflatedBytes
+}
+
+func (sh *sharedRender) record(s payloadSize) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.fit = &s
 }
 
 // payloadSecret is the payload Secret of pl: the one fitsInASecret encoded
@@ -278,6 +333,14 @@ func (r *Reconciler) payloadSecret(pool *nodepoolv1.NodePool, pl *payload.Payloa
 		if v, ok := r.renders.encoded.LoadAndDelete(client.ObjectKeyFromObject(pool)); ok && v.(*corev1.Secret).Name == name {
 			return v.(*corev1.Secret), nil
 		}
+	}
+	if pl.Ignition == nil {
+		renderCacheResults.WithLabelValues("composed").Inc()
+		full, err := pl.Composed()
+		if err != nil {
+			return nil, err
+		}
+		pl = full
 	}
 	return secrets.NewPayloadSecret(pool.Namespace, name, secrets.FromPayload(pl))
 }

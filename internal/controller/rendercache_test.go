@@ -17,6 +17,7 @@ import (
 	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // countingReader counts the Gets that reach the API server.
@@ -76,8 +77,13 @@ func TestRenderCacheNeverServesAChangedInput(t *testing.T) {
 		if got.RenderErr != nil || got.Latest == nil {
 			t.Fatalf("%s: no latest payload: %v", what, got.RenderErr)
 		}
+		// An uncomposed payload (shared fragments) is what it composes to.
+		served, err := got.Latest.Composed()
+		if err != nil {
+			t.Fatalf("%s: the served payload does not compose: %v", what, err)
+		}
 		if got.Hashes != want.Hashes || got.TemplateName != want.TemplateName || got.Latest.Hash != want.Latest.Hash ||
-			string(got.Latest.Ignition) != string(want.Latest.Ignition) {
+			string(served.Ignition) != string(want.Latest.Ignition) {
 			t.Fatalf("%s: the cache served %+v (template %s), a render gives %+v (template %s)", what, got.Hashes, got.TemplateName, want.Hashes, want.TemplateName)
 		}
 		return got
@@ -168,5 +174,68 @@ func TestRenderCacheNeverServesAChangedInput(t *testing.T) {
 	check("the bump, second pool", second, nil)
 	if _, s, _ := cacheResults(); s != s0+1 {
 		t.Fatalf("the second pool rendered the inputs the first had rendered")
+	}
+}
+
+// TestASharedPayloadIsComposedOnlyToBeStoredOrWhenItMayNotFit: a pool
+// whose inputs another pool rendered gets its latest payload uncomposed
+// (no merge, no encoding) while its sibling's payload Secret fits with room
+// to spare; near the limit its own Secret is encoded and measured.
+func TestASharedPayloadIsComposedOnlyToBeStoredOrWhenItMayNotFit(t *testing.T) {
+	ctx := context.Background()
+	w := inputstest.New()
+	c := w.Client().(client.Client)
+	rc, err := newRenderCache(newInputReader(c, c, c, 16), w.Settings, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Settings: Settings{Inputs: w.Settings}, renders: rc}
+	reconcile := func(pool *nodepoolv1.NodePool) *rollout.Input {
+		t.Helper()
+		in := &rollout.Input{Payloads: map[string]*payload.Payload{}}
+		if _, err := r.latest(ctx, pool, in); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.fitsInASecret(pool, in); err != nil || in.Latest == nil {
+			t.Fatalf("no latest payload: %v", err)
+		}
+		return in
+	}
+	first := reconcile(w.Pool)
+	if first.Latest.Ignition == nil {
+		t.Fatal("the pool that rendered has no composed payload")
+	}
+	second := w.Pool.DeepCopy()
+	second.Name, second.ResourceVersion = "workers-b", ""
+	if err := c.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	composed := testutil.ToFloat64(renderCacheResults.WithLabelValues("composed"))
+	in := reconcile(second)
+	if in.Latest.Ignition != nil || testutil.ToFloat64(renderCacheResults.WithLabelValues("composed")) != composed {
+		t.Fatal("a shared payload that fits with room to spare was composed")
+	}
+	if _, ok := rc.encoded.Load(client.ObjectKeyFromObject(second)); ok {
+		t.Fatal("a shared payload that fits with room to spare was encoded")
+	}
+	// What the plan stores is composed then, to the hash it was known by.
+	s, err := r.payloadSecret(second, in.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Annotations[secrets.AnnotationPayloadHash] != in.Latest.Hash {
+		t.Fatalf("stored as %q, known as %s", s.Annotations[secrets.AnnotationPayloadHash], in.Latest.Hash)
+	}
+
+	// The sibling's Secret was near the limit: this pool's is measured.
+	e, _ := rc.pools.get(client.ObjectKeyFromObject(second))
+	e.shared.record(payloadSize{data: payloadDataLimit - fitMargin/2})
+	e.latest = nil
+	in = reconcile(second)
+	if in.Latest.Ignition == nil {
+		t.Fatal("a shared payload that may not fit was not composed")
+	}
+	if _, ok := rc.encoded.Load(client.ObjectKeyFromObject(second)); !ok {
+		t.Fatal("a shared payload that may not fit was not encoded and measured")
 	}
 }

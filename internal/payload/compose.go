@@ -171,6 +171,35 @@ func mergeOrder(components []inputs.Component) []inputs.Component {
 	return append(out, inputs.UserConfigs)
 }
 
+// Uncomposed is the payload Compose(pool, fragments) gives, known by its
+// fragments, manifest and hash only: Ignition is nil until Compose is
+// called. Fragments another pool's Compose accepted need no new check to
+// be compared, hashed or pinned; only a payload about to be stored needs
+// its Ignition.
+func Uncomposed(pool string, fragments map[inputs.Component][]byte) *Payload {
+	m := make(Manifest, len(fragments))
+	for c, f := range fragments {
+		m[c] = Digest(f)
+	}
+	return &Payload{Pool: pool, Fragments: fragments, Manifest: m, Hash: payloadHash(pool, m)}
+}
+
+// Composed is p with its Ignition: p itself when it has one, else
+// Compose of its fragments, which must give p's hash.
+func (p *Payload) Composed() (*Payload, error) {
+	if p.Ignition != nil {
+		return p, nil
+	}
+	full, err := Compose(p.Pool, p.Fragments)
+	if err != nil {
+		return nil, err
+	}
+	if full.Hash != p.Hash {
+		return nil, fmt.Errorf("payload %s composed as %s: this is a bug in nodepool", Short(p.Hash), Short(full.Hash))
+	}
+	return full, nil
+}
+
 // ComposePinned composes what a new node boots while management drift is
 // pending (policy OnNextRollout): every component of running (the payload
 // the pool's nodes booted), except fresh ones, which come from latest. A
@@ -180,7 +209,8 @@ func ComposePinned(running, latest *Payload) (*Payload, error) {
 		return nil, fmt.Errorf("cannot compose payloads of pools %q and %q", running.Pool, latest.Pool)
 	}
 	frags := make(map[inputs.Component][]byte, len(latest.Fragments))
-	same := true // as latest: nothing is pinned
+	same := true      // as latest: nothing is pinned
+	asRunning := true // as running: nothing fresh changed
 	for _, c := range inputs.Components() {
 		f, ok := running.Fragments[c]
 		if c.IsFresh() || !ok {
@@ -188,9 +218,15 @@ func ComposePinned(running, latest *Payload) (*Payload, error) {
 		}
 		frags[c] = f
 		same = same && bytes.Equal(f, latest.Fragments[c])
+		asRunning = asRunning && ok && bytes.Equal(f, running.Fragments[c])
 	}
+	// Equal fragments compose an equal payload: the common cases (no
+	// drift; management drift only) compose nothing.
 	if same && len(latest.Fragments) == len(frags) {
-		return latest, nil // equal fragments compose an equal payload
+		return latest, nil
+	}
+	if asRunning && len(running.Fragments) == len(frags) {
+		return running, nil
 	}
 	return Compose(latest.Pool, frags)
 }

@@ -188,3 +188,29 @@ func TestComposePinnedWithNothingPinnedIsLatest(t *testing.T) {
 		t.Fatal("composing nothing pinned differs from composing the latest fragments")
 	}
 }
+
+// Management drift alone composes nothing: the pinned payload is the
+// running one, the same value, not a copy composed again.
+func TestComposePinnedWithOnlyPinnedDriftIsRunning(t *testing.T) {
+	running, _ := render(t, inputstest.New())
+	w := inputstest.New()
+	w.Management.Data["config"] = strings.Replace(w.Management.Data["config"], "sha256:aaaa", "sha256:bbbb", 1)
+	latest, _ := render(t, w)
+	if latest.Hash == running.Hash {
+		t.Fatal("the management change changed nothing")
+	}
+	got, err := payload.ComposePinned(running, latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != running {
+		t.Fatalf("composed %s again instead of returning the running payload %s", payload.Short(got.Hash), payload.Short(running.Hash))
+	}
+	again, err := payload.Compose(running.Pool, running.Fragments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Hash != got.Hash || string(again.Ignition) != string(got.Ignition) {
+		t.Fatal("the running payload differs from composing its fragments")
+	}
+}

@@ -6,9 +6,5 @@ import "nodepool.dev/nodepool/internal/inputs"
 // composing: the render cache knows from it whether the pool's payload is
 // stored already.
 func HashOf(pool string, fragments map[inputs.Component][]byte) string {
-	m := make(Manifest, len(fragments))
-	for c, f := range fragments {
-		m[c] = Digest(f)
-	}
-	return payloadHash(pool, m)
+	return Uncomposed(pool, fragments).Hash
 }

@@ -281,6 +281,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	// A full resync of settled pools: a restart reconciles every pool.
 	t1 := time.Now()
 	p = f.start(b)
+	waitProfile := profile(b, "resync", 15)
 	waitReconciles(b, p, n)
 	res.ResyncSeconds = time.Since(t1).Seconds()
 	time.Sleep(2 * time.Second)
@@ -291,6 +292,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	res.HeapBytesPerPool = (res.HeapInuseBytes - heapEmpty) / float64(n)
 	b.Logf("full resync %.2f s, %.0f writes, %.0f renders; RSS %.0f MiB, heap %.0f MiB", res.ResyncSeconds, res.ResyncWrites, res.ResyncRenders,
 		res.RSSBytes/(1<<20), res.HeapInuseBytes/(1<<20))
+	waitProfile()
 	p.stop()
 
 	// Edits while the fleet resyncs (a restart): the time from a NodePool
@@ -303,6 +305,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	// A management bump across the fleet.
 	missed, composed, cpu := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil)
 	t2 := time.Now()
+	waitProfile = profile(b, "bump", 30)
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
 	waitAll(b, c, ns, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
 		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)
@@ -318,6 +321,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	}
 	res.LoadAverage = loadAverage()
 	b.Logf("management bump visible on every pool after %.2f s, %d rolled, %.0f renders, %.0f composes", res.BumpSeconds, res.PoolsRolled, res.BumpRenders, res.BumpComposes)
+	waitProfile()
 	p.stop()
 	return res
 }

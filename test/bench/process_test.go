@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -99,6 +100,43 @@ func startController(b *testing.B, bin, kubeconfig, logFile string, args ...stri
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ProfileEnv names a folder: when set, BenchmarkFleet saves the
+// controller's CPU profile of each phase there (resync.pprof, bump.pprof),
+// read from its pprof endpoint (NODEPOOL_BENCH_PPROF, host:port).
+const ProfileEnv = "NODEPOOL_BENCH_PROFILE"
+
+// profile saves a CPU profile of the next seconds to ProfileEnv/name.pprof
+// when both ProfileEnv and NODEPOOL_BENCH_PPROF are set; wait for it with
+// the function it returns.
+func profile(b *testing.B, name string, seconds int) (wait func()) {
+	dir, addr := os.Getenv(ProfileEnv), os.Getenv("NODEPOOL_BENCH_PPROF")
+	if dir == "" || addr == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+		for range 100 {
+			resp, err := http.Get(url)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			defer func() { _ = resp.Body.Close() }()
+			f, err := os.Create(filepath.Join(dir, name+".pprof"))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer func() { _ = f.Close() }()
+			_, _ = io.Copy(f, resp.Body)
+			return
+		}
+	}()
+	return func() { <-done }
 }
 
 func (p *controllerProcess) stop() {
