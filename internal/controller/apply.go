@@ -212,7 +212,7 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	if tok.Current == "" {
 		return fmt.Errorf("no token for user-data %s", a.Name)
 	}
-	pointer, err := userdata.Render(r.Settings.Inputs.PayloadServerURL, r.Settings.Inputs.PayloadServerCA, tok.Current)
+	pointer, err := r.pointer(tok.Current)
 	if err != nil {
 		return fmt.Errorf("rendering user-data %s: %w", a.Name, err)
 	}
@@ -247,13 +247,35 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	return nil
 }
 
+// pointer is the user-data (pointer config) of a token. The payload
+// server URL and CA are checked once, not at every reconcile of every pool.
+func (r *Reconciler) pointer(token string) ([]byte, error) {
+	u, ca := r.Settings.Inputs.PayloadServerURL, r.Settings.Inputs.PayloadServerCA
+	pr := r.pointers.Load()
+	if pr == nil || !pr.Is(u, ca) {
+		var err error
+		if pr, err = userdata.NewRenderer(u, ca); err != nil {
+			return nil, err
+		}
+		r.pointers.Store(pr)
+	}
+	return pr.Render(token)
+}
+
 // ensureTemplateClone clones the referenced infrastructure template under
 // a name derived from its content, owned by the pool.
 func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, name string) error {
 	clone := &unstructured.Unstructured{}
 	clone.SetAPIVersion(in.InfrastructureTemplate.APIGroup + "/" + in.InfrastructureTemplate.Version)
 	clone.SetKind(in.InfrastructureTemplate.Kind)
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: name}, clone); err == nil {
+	// From the cache (the client reads unstructured objects from the API
+	// server): a settled pool's reconcile sends no request. A clone just
+	// made and not cached yet is created again, found to exist and owned.
+	var reader client.Reader = r.Client
+	if r.Cache != nil {
+		reader = r.Cache
+	}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: name}, clone); err == nil {
 		if !ownedBy(clone, pool) {
 			return &conflictError{objects: []string{in.InfrastructureTemplate.Kind + " " + name}}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,6 +32,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/userdata"
 )
 
 // Reconciler reconciles NodePools.
@@ -58,6 +60,11 @@ type Reconciler struct {
 	watchedTemplates sync.Map
 	// renders is the render cache (rendercache.go); nil renders every time.
 	renders *renderCache
+	// payloads decodes payload Secrets once (payloadmemo.go); nil decodes
+	// at every reconcile.
+	payloads *payloadMemo
+	// pointers renders user-data for the payload server of the settings.
+	pointers atomic.Pointer[userdata.Renderer]
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no

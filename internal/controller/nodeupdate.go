@@ -18,7 +18,6 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
-	"nodepool.dev/nodepool/internal/userdata"
 )
 
 // annotationUpdateSecretWritten on an InPlace pool's MachineSet says the
@@ -151,7 +150,7 @@ func (r *Reconciler) ensureUpdateSecret(ctx context.Context, c client.Client, po
 	if tok.Current == "" {
 		return fmt.Errorf("no token for the in-place update of pool %s", pool.Name)
 	}
-	pointer, err := userdata.Render(r.Settings.Inputs.PayloadServerURL, r.Settings.Inputs.PayloadServerCA, tok.Current)
+	pointer, err := r.pointer(tok.Current)
 	if err != nil {
 		return fmt.Errorf("rendering the update pointer config: %w", err)
 	}

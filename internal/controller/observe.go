@@ -39,7 +39,11 @@ type world struct {
 // fills the engine's input with them.
 func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in *rollout.Input) (*world, error) {
 	log := r.log(pool)
-	o, err := observe.Read(ctx, r.Client, pool, in, log)
+	decode := secrets.ToPayload
+	if r.payloads != nil {
+		decode = r.payloads.decode
+	}
+	o, err := observe.ReadWith(ctx, r.Client, pool, in, log, decode)
 	if err != nil {
 		return nil, err
 	}

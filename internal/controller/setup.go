@@ -78,6 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	}
 	settings.Default()
 	reader := newInputReader(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), 1024)
+	r.payloads = newPayloadMemo(2 * settings.RenderCacheSize)
 	if r.renders, err = newRenderCache(reader, settings.Inputs, settings.RenderCacheSize); err != nil {
 		return err
 	}

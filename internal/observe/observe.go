@@ -77,6 +77,16 @@ type Objects struct {
 // cannot be decoded is skipped and logged on log. Nodes are not read: they
 // live in the workload cluster.
 func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *rollout.Input, log logr.Logger) (*Objects, error) {
+	return ReadWith(ctx, c, pool, in, log, secrets.ToPayload)
+}
+
+// PayloadDecoder reads a payload Secret of pool into its payload; the
+// payloads it returns are read, never changed.
+type PayloadDecoder func(pool string, s *corev1.Secret) (*payload.Payload, error)
+
+// ReadWith is Read decoding payload Secrets with decode (a controller
+// decodes each payload Secret once, not at every reconcile).
+func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *rollout.Input, log logr.Logger, decode PayloadDecoder) (*Objects, error) {
 	o := &Objects{UserData: map[string]*corev1.Secret{}, Tokens: map[string]*corev1.Secret{}, DecodedTokens: map[string]secrets.Token{},
 		Payloads: map[string]*corev1.Secret{}, Unreadable: map[string]*corev1.Secret{}}
 	ns := client.InNamespace(pool.Namespace)
@@ -187,7 +197,7 @@ func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *r
 			}
 			in.Tokens[s.Name] = tok
 		case secrets.KindPayload:
-			pl, err := secrets.ToPayload(pool.Name, s)
+			pl, err := decode(pool.Name, s)
 			if err != nil {
 				log.Error(err, "ignoring an unreadable payload Secret", "secret", s.Name)
 				continue

@@ -97,6 +97,26 @@ func (p *Pointer) Verify(payload []byte) error {
 // <token>", trusting the PEM certificates of caPEM. The token appears in
 // the result and nowhere else: callers store it in a Secret only.
 func Render(sourceURL string, caPEM []byte, token string) ([]byte, error) {
+	r, err := NewRenderer(sourceURL, caPEM)
+	if err != nil {
+		return nil, err
+	}
+	return r.Render(token)
+}
+
+// Renderer renders the pointer configs of one payload server URL and CA,
+// checked once: a pointer config for each token is then a JSON encoding
+// only (a controller renders one per pool and reconcile).
+type Renderer struct {
+	url, ca string
+	// what it was made of, as given
+	sourceURL string
+	caPEM     []byte
+}
+
+// NewRenderer checks sourceURL and caPEM, and that a pointer config of
+// theirs parses back exactly as a machine reads it.
+func NewRenderer(sourceURL string, caPEM []byte) (*Renderer, error) {
 	u, err := parsePayloadURL(sourceURL)
 	if err != nil {
 		return nil, err
@@ -104,12 +124,35 @@ func Render(sourceURL string, caPEM []byte, token string) ([]byte, error) {
 	if _, err := parseCertificates(caPEM); err != nil {
 		return nil, fmt.Errorf("payload server CA: %w", err)
 	}
+	r := &Renderer{url: u.String(), ca: "data:;base64," + base64.StdEncoding.EncodeToString(caPEM), sourceURL: sourceURL, caPEM: bytes.Clone(caPEM)}
+	b, err := r.encode("check")
+	if err != nil {
+		return nil, err
+	}
+	// Validate what is built exactly as a machine will read it: the token
+	// is only ever a JSON string of token68 characters in the same place.
+	if _, err := Parse(b); err != nil {
+		return nil, fmt.Errorf("the rendered pointer config does not parse back, a bug in nodepool: %w", err)
+	}
+	return r, nil
+}
+
+// Is reports whether r renders for sourceURL and caPEM.
+func (r *Renderer) Is(sourceURL string, caPEM []byte) bool {
+	return r.sourceURL == sourceURL && bytes.Equal(r.caPEM, caPEM)
+}
+
+// Render returns the pointer config of token.
+func (r *Renderer) Render(token string) ([]byte, error) {
 	if err := validateToken(token); err != nil {
 		return nil, err
 	}
-	source := u.String()
+	return r.encode(token)
+}
+
+func (r *Renderer) encode(token string) ([]byte, error) {
+	source, ca := r.url, r.ca
 	auth := bearerPrefix + token
-	ca := "data:;base64," + base64.StdEncoding.EncodeToString(caPEM)
 	cfg := igntypes.Config{Ignition: igntypes.Ignition{
 		Version: igntypes.MaxVersion.String(),
 		Config: igntypes.IgnitionConfig{Merge: []igntypes.Resource{{
@@ -123,10 +166,6 @@ func Render(sourceURL string, caPEM []byte, token string) ([]byte, error) {
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the pointer config: %w", err)
-	}
-	// Validate what was built exactly as a machine will read it.
-	if _, err := Parse(b); err != nil {
-		return nil, fmt.Errorf("the rendered pointer config does not parse back, a bug in nodepool: %w", err)
 	}
 	return b, nil
 }

@@ -247,3 +247,44 @@ func TestPointerNeverPrintsToken(t *testing.T) {
 		}
 	}
 }
+
+// A Renderer checks the URL and CA once; every pointer config it renders
+// still parses back, as a machine reads it, to its own token.
+func TestARendererRendersWhatRenderDoes(t *testing.T) {
+	ca := testCA(t)
+	r, err := NewRenderer(testURL, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Is(testURL, ca) || r.Is(testURL+"x", ca) || r.Is(testURL, append([]byte("\n"), ca...)) {
+		t.Fatal("Is does not tell the renderer's URL and CA from others")
+	}
+	for _, tok := range []string{testToken, "abc", "a-b.c_d~e+f/g==", strings.Repeat("z", 512)} {
+		got, err := r.Render(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Render(testURL, ca, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("token %q: the renderer gives %s, Render %s", tok, got, want)
+		}
+		p, err := Parse(got)
+		if err != nil || p.Token != tok {
+			t.Fatalf("token %q: parses back as %v, %v", tok, p, err)
+		}
+	}
+	for _, bad := range []string{"", "a b", `a"b`, "==", "tok\n"} {
+		if _, err := r.Render(bad); err == nil {
+			t.Errorf("token %q rendered", bad)
+		}
+	}
+	if _, err := NewRenderer("http://payload.example/ignition", ca); err == nil {
+		t.Error("a plain-HTTP URL was accepted")
+	}
+	if _, err := NewRenderer(testURL, []byte("not a PEM")); err == nil {
+		t.Error("a CA that is no PEM was accepted")
+	}
+}

@@ -1,0 +1,62 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"nodepool.dev/nodepool/internal/inputs/inputstest"
+	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
+)
+
+func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
+	p, _, err := payload.Render(inputstest.New().MustGather(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := payload.Compose("other-pool", p.Fragments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretOf := func(pl *payload.Payload, uid, rv string) *corev1.Secret {
+		s, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(pl.Pool, pl.Hash), secrets.FromPayload(pl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.UID, s.ResourceVersion = types.UID(uid), rv
+		return s
+	}
+	m := newPayloadMemo(16)
+	s := secretOf(p, "uid-1", "1")
+	first, err := m.decode(p.Pool, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Hash != p.Hash || len(first.Fragments) != len(p.Fragments) || first.Ignition != nil {
+		t.Fatalf("decoded %s with %d fragments (Ignition kept: %v), want %s with %d and no Ignition",
+			first.Hash, len(first.Fragments), first.Ignition != nil, p.Hash, len(p.Fragments))
+	}
+	if again, _ := m.decode(p.Pool, s); again != first {
+		t.Fatal("the same Secret at the same resourceVersion was decoded again")
+	}
+	s.ResourceVersion = "2"
+	if again, _ := m.decode(p.Pool, s); again == first || again.Hash != p.Hash {
+		t.Fatal("a Secret at a new resourceVersion was served from the memo")
+	}
+	o, err := m.decode(other.Pool, secretOf(other, "uid-2", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, f := range o.Fragments {
+		if &f[0] != &first.Fragments[c][0] {
+			t.Fatalf("fragment %s of two pools' payloads is kept twice", c)
+		}
+	}
+	bad := secretOf(p, "uid-3", "1")
+	bad.Data[secrets.KeyFragments] = []byte("not gzip")
+	if _, err := m.decode(p.Pool, bad); err == nil {
+		t.Fatal("a corrupt payload Secret decoded")
+	}
+}
