@@ -74,6 +74,7 @@ type poolRender struct {
 type sharedRender struct {
 	gathered  inputs.Inputs // Pool is the namespace only
 	fragments map[inputs.Component][]byte
+	manifest  payload.Manifest
 	hashes    payload.Hashes // without the payload hash
 
 	mu sync.Mutex
@@ -166,7 +167,7 @@ func (r *Reconciler) latest(ctx context.Context, pool *nodepoolv1.NodePool, in *
 		c.pools.remove(key)
 		return gathered, err
 	}
-	sh := &sharedRender{gathered: *gathered, fragments: in.Latest.Fragments, hashes: in.Hashes}
+	sh := &sharedRender{gathered: *gathered, fragments: in.Latest.Fragments, manifest: in.Latest.Manifest, hashes: in.Hashes}
 	sh.gathered.Pool.Name, sh.hashes.Payload = "", ""
 	e = &poolRender{spec: spec, reads: rec.reads, gathered: gathered, hashes: in.Hashes, templateName: in.TemplateName, latest: in.Latest, shared: sh}
 	c.pools.put(key, e)
@@ -204,7 +205,8 @@ func (c *renderCache) compose(pool *nodepoolv1.NodePool, spec string, reads []re
 	gathered := sh.gathered
 	gathered.Pool = client.ObjectKeyFromObject(pool)
 	h := sh.hashes
-	h.Payload = payload.HashOf(pool.Name, sh.fragments)
+	latest := sh.uncomposed(pool.Name)
+	h.Payload = latest.Hash
 	return &poolRender{spec: spec, reads: reads, gathered: &gathered, hashes: h, fragments: sh.fragments, shared: sh,
 		templateName: payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(gathered.InfrastructureTemplate))}, true
 }
@@ -248,8 +250,8 @@ func (c *renderCache) resolve(pool *nodepoolv1.NodePool, in *rollout.Input) {
 	}
 	var latest *payload.Payload
 	var err error
-	if e.fragments != nil {
-		latest = payload.Uncomposed(pool.Name, e.fragments)
+	if e.fragments != nil && e.shared != nil {
+		latest = e.shared.uncomposed(pool.Name)
 	} else {
 		renderCacheResults.WithLabelValues("composed").Inc()
 		latest, _, err = payload.Render(e.gathered)
@@ -311,6 +313,11 @@ func (r *Reconciler) fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input)
 		}
 	}
 	return err
+}
+
+// uncomposed is the payload of the shared fragments for a pool.
+func (sh *sharedRender) uncomposed(pool string) *payload.Payload {
+	return (&payload.Payload{Fragments: sh.fragments, Manifest: sh.manifest}).ForPool(pool)
 }
 
 func (sh *sharedRender) fits() bool {

@@ -184,6 +184,12 @@ func Uncomposed(pool string, fragments map[inputs.Component][]byte) *Payload {
 	return &Payload{Pool: pool, Fragments: fragments, Manifest: m, Hash: payloadHash(pool, m)}
 }
 
+// ForPool is the uncomposed payload of p's fragments for another pool:
+// only the hash is computed again, not the fragments' digests.
+func (p *Payload) ForPool(pool string) *Payload {
+	return &Payload{Pool: pool, Fragments: p.Fragments, Manifest: p.Manifest, Hash: payloadHash(pool, p.Manifest)}
+}
+
 // Composed is p with its Ignition: p itself when it has one, else
 // Compose of its fragments, which must give p's hash.
 func (p *Payload) Composed() (*Payload, error) {
