@@ -118,6 +118,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	rc := &poolReconcile{pool: pool, before: pool.DeepCopy()}
 	defer func() {
+		if errors.Is(retErr, errStalePool) {
+			// Decided on an old pool: nothing is written; the pool's own
+			// event, on its way, reconciles it again.
+			retErr = nil
+			return
+		}
 		r.finish(ctx, rc, retErr)
 		if err := r.patchPool(ctx, rc.before, pool); err != nil {
 			observeReconcileError(pool, "status")
@@ -205,7 +211,17 @@ func (r *Reconciler) decide(_ context.Context, rc *poolReconcile) error {
 // a crash in between leaves a record the next reconcile recognises
 // (recordHistory writes one record per rollout), never a rollout without
 // one.
+//
+// A rollout starts only on what the pool says now: the cache's pool can
+// lag behind an input's watch (a pause patched a moment before a
+// ConfigMap edit whose event came first), so a plan that starts one is
+// checked against the pool as the API server has it (freshness.go).
 func (r *Reconciler) record(ctx context.Context, rc *poolReconcile) error {
+	if rc.plan.Record != nil {
+		if err := r.checkFresh(ctx, rc.pool); err != nil {
+			return err
+		}
+	}
 	return r.recordHistory(ctx, rc.pool, rc.gathered, *rc.plan)
 }
 
