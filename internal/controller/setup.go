@@ -67,8 +67,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	if err != nil {
 		return fmt.Errorf("setting up the ClusterCache: %w", err)
 	}
+	if err := indexLabels(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing the pools' objects: %w", err)
+	}
 	r := &Reconciler{
-		Client:       mgr.GetClient(),
+		Client:       indexedClient{mgr.GetClient()},
 		APIReader:    mgr.GetAPIReader(),
 		Cache:        mgr.GetCache(),
 		ClusterCache: cc,
