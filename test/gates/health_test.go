@@ -1,4 +1,4 @@
-package integration
+package gates
 
 import (
 	"context"
