@@ -13,6 +13,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // healthCheck reads the pool's MachineHealthCheck; nil when there is none.
@@ -42,17 +43,17 @@ func makeUnhealthy(t *testing.T, p *nodepoolv1.NodePool) string {
 	}
 	m := ms.Items[0]
 	sm := &simv1.SimMachine{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: m.Spec.InfrastructureRef.Name}}
-	update(t, sm, func(sm *simv1.SimMachine) { sm.Spec.Unhealthy = true })
+	stack.Update(t, env.Client, sm, func(sm *simv1.SimMachine) { sm.Spec.Unhealthy = true })
 	return string(m.UID)
 }
 
 func TestAutoRepairReplacesAnUnhealthyMachineWithoutARollout(t *testing.T) {
-	p := newPoolWith(t, "workers", 2, func(_ string, p *nodepoolv1.NodePool) {
+	p := st.NewPoolWith(t, "workers", 2, func(_ string, p *nodepoolv1.NodePool) {
 		p.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{UnhealthyTimeout: &metav1.Duration{Duration: 3 * time.Second}}
 	})
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
 	mhc := healthCheck(t, p)
-	if mhc == nil || !metav1.IsControlledBy(mhc, before.pool) {
+	if mhc == nil || !metav1.IsControlledBy(mhc, before.Pool) {
 		t.Fatalf("no MachineHealthCheck owned by the pool: %+v", mhc)
 	}
 	if got := mhc.Spec.Selector.MatchLabels[nodepoolv1.LabelPool]; got != p.Name {
@@ -61,43 +62,43 @@ func TestAutoRepairReplacesAnUnhealthyMachineWithoutARollout(t *testing.T) {
 	if to := mhc.Spec.Checks.NodeStartupTimeoutSeconds; to == nil || *to != 20*60 {
 		t.Errorf("nodeStartupTimeoutSeconds %v, want the default 1200", to)
 	}
-	records := historyOf(t, p)
+	records := st.HistoryOf(t, p)
 
 	sick := makeUnhealthy(t, p)
 
-	after := waitFor(t, p, rolloutTimeout, "the unhealthy machine replaced by the health check", func(s state) bool {
-		return !s.machines.Has(sick) && settled(2)(s)
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "the unhealthy machine replaced by the health check", func(s stack.PoolState) bool {
+		return !s.Machines.Has(sick) && stack.PoolSettled(2)(s)
 	})
-	if kept := after.machines.Intersection(before.machines).Len(); kept != 1 {
+	if kept := after.Machines.Intersection(before.Machines).Len(); kept != 1 {
 		t.Errorf("%d of the healthy machines kept, want 1: only the unhealthy one is replaced", kept)
 	}
-	if h := historyOf(t, p); len(h) != len(records) {
+	if h := st.HistoryOf(t, p); len(h) != len(records) {
 		t.Errorf("a repair recorded a rollout: %d records before, %d after", len(records), len(h))
 	}
 
 	// Paused with the pool.
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = "true" })
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = "true" })
 	stackWait(t, "the health check paused with the pool", func() bool {
 		m := healthCheck(t, p)
 		return m != nil && m.Annotations[clusterv1.PausedAnnotation] == "true"
 	})
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = "false" })
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = "false" })
 	stackWait(t, "the health check resumed with the pool", func() bool {
 		m := healthCheck(t, p)
 		return m != nil && m.Annotations[clusterv1.PausedAnnotation] == ""
 	})
 
 	// Turned off: the health check goes, nothing is replaced.
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.AutoRepair = nil })
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.AutoRepair = nil })
 	stackWait(t, "the health check deleted with autoRepair off", func() bool { return healthCheck(t, p) == nil })
-	holdsFor(t, p, 5*time.Second, "turning autoRepair off replaces nothing", func(s state) bool { return s.machines.Equal(after.machines) })
+	st.HoldsFor(t, p, 5*time.Second, "turning autoRepair off replaces nothing", func(s stack.PoolState) bool { return s.Machines.Equal(after.Machines) })
 }
 
 func TestDeletingAnAutoRepairPoolDeletesItsHealthCheck(t *testing.T) {
-	p := newPoolWith(t, "workers", 1, func(_ string, p *nodepoolv1.NodePool) {
+	p := st.NewPoolWith(t, "workers", 1, func(_ string, p *nodepoolv1.NodePool) {
 		p.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
 	})
-	waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	if healthCheck(t, p) == nil {
 		t.Fatal("no MachineHealthCheck")
 	}
@@ -110,15 +111,15 @@ func TestDeletingAnAutoRepairPoolDeletesItsHealthCheck(t *testing.T) {
 	})
 }
 
-// stackWait polls cond for up to rolloutTimeout.
+// stackWait polls cond for up to stack.RolloutTimeout.
 func stackWait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(rolloutTimeout)
+	deadline := time.Now().Add(stack.RolloutTimeout)
 	for time.Now().Before(deadline) {
 		if cond() {
 			return
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	t.Fatalf("timed out after %s waiting for %s", rolloutTimeout, what)
+	t.Fatalf("timed out after %s waiting for %s", stack.RolloutTimeout, what)
 }

@@ -20,6 +20,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/cli"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // autoscaled is a pool edit: autoScaling between min and max instead of
@@ -90,46 +91,46 @@ func rolloutStatus(t *testing.T, p *nodepoolv1.NodePool) cli.RolloutStatus {
 }
 
 // ready: n machines with nodes, the pool Ready with n replicas.
-func ready(n int) func(state) bool {
-	return func(s state) bool {
-		return s.machines.Len() == n && s.nodes == n && s.pool.Status.Replicas == int32(n) && s.pool.Status.ReadyReplicas == int32(n) &&
-			isTrue(s.pool, nodepoolv1.ConditionReady)
+func ready(n int) func(stack.PoolState) bool {
+	return func(s stack.PoolState) bool {
+		return s.Machines.Len() == n && s.Nodes == n && s.Pool.Status.Replicas == int32(n) && s.Pool.Status.ReadyReplicas == int32(n) &&
+			stack.IsTrue(s.Pool, nodepoolv1.ConditionReady)
 	}
 }
 
 // testAutoscalerActor: the controller sets the bounds, keeps the count the
 // autoscaler chose within them, and clamps it when the owner narrows them.
 func testAutoscalerActor(t *testing.T, edit func(string, *nodepoolv1.NodePool)) {
-	p := newPoolWith(t, "workers", 0, func(ns string, p *nodepoolv1.NodePool) {
+	p := st.NewPoolWith(t, "workers", 0, func(ns string, p *nodepoolv1.NodePool) {
 		autoscaled(1, 5)(ns, p)
 		if edit != nil {
 			edit(ns, p)
 		}
 	})
-	waitFor(t, p, rolloutTimeout, "a new autoscaled pool starts at min", settled(1))
+	st.WaitForPool(t, p, stack.RolloutTimeout, "a new autoscaled pool starts at min", stack.PoolSettled(1))
 	if n, lo, hi := specReplicas(t, p); n != 1 || lo != "1" || hi != "5" {
 		t.Fatalf("spec.replicas %d, autoscaler bounds %q..%q; want 1, 1..5", n, lo, hi)
 	}
 
 	playAutoscaler(t, p, 3)
-	waitFor(t, p, rolloutTimeout, "the pool grown to the autoscaler's 3", ready(3))
-	holdsFor(t, p, 10*time.Second, "the controller keeps the autoscaler's count", func(s state) bool {
+	st.WaitForPool(t, p, stack.RolloutTimeout, "the pool grown to the autoscaler's 3", ready(3))
+	st.HoldsFor(t, p, 10*time.Second, "the controller keeps the autoscaler's count", func(s stack.PoolState) bool {
 		n, _, _ := specReplicas(t, p)
-		return n == 3 && s.machines.Len() == 3
+		return n == 3 && s.Machines.Len() == 3
 	})
-	waitFor(t, p, rolloutTimeout, "status.desiredReplicas (kubectl get's Desired) is the autoscaler's 3", func(s state) bool {
-		return s.pool.Status.DesiredReplicas == 3
+	st.WaitForPool(t, p, stack.RolloutTimeout, "status.desiredReplicas (kubectl get's Desired) is the autoscaler's 3", func(s stack.PoolState) bool {
+		return s.Pool.Status.DesiredReplicas == 3
 	})
 	if st := rolloutStatus(t, p); st.Desired != 3 || st.Replicas != 3 {
 		t.Errorf("rollout status: desired %d, replicas %d; want 3 and 3", st.Desired, st.Replicas)
 	}
-	if h := historyOf(t, p); len(h) != 1 {
+	if h := st.HistoryOf(t, p); len(h) != 1 {
 		t.Errorf("scaling recorded rollouts: %d records", len(h))
 	}
 
 	// The owner narrows the bounds below the count: it is clamped.
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.AutoScaling = &nodepoolv1.AutoScaling{Min: 1, Max: 2} })
-	waitFor(t, p, rolloutTimeout, "the pool clamped to the new max 2", func(s state) bool {
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.AutoScaling = &nodepoolv1.AutoScaling{Min: 1, Max: 2} })
+	st.WaitForPool(t, p, stack.RolloutTimeout, "the pool clamped to the new max 2", func(s stack.PoolState) bool {
 		n, _, hi := specReplicas(t, p)
 		return n == 2 && hi == "2" && ready(2)(s)
 	})
@@ -138,7 +139,7 @@ func testAutoscalerActor(t *testing.T, edit func(string, *nodepoolv1.NodePool)) 
 	}
 	// The autoscaler going beyond the bounds is brought back.
 	playAutoscaler(t, p, 4)
-	waitFor(t, p, rolloutTimeout, "a count beyond max brought back to 2", func(s state) bool {
+	st.WaitForPool(t, p, stack.RolloutTimeout, "a count beyond max brought back to 2", func(s stack.PoolState) bool {
 		n, _, _ := specReplicas(t, p)
 		return n == 2 && ready(2)(s)
 	})
@@ -159,8 +160,8 @@ func TestAutoscalerOwnsTheCountOfAnAutoscaledInPlacePoolWithinBounds(t *testing.
 // the pool's Machines.
 func TestScaleSubresourceScalesAFixedSizePool(t *testing.T) {
 	ctx := context.Background()
-	p := newPool(t, "workers", 1)
-	waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	p := st.NewPool(t, "workers", 1)
+	st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	sc := &autoscalingv1.Scale{}
 	if err := env.Client.SubResource("scale").Get(ctx, p, sc); err != nil {
 		t.Fatal(err)
@@ -169,7 +170,7 @@ func TestScaleSubresourceScalesAFixedSizePool(t *testing.T) {
 	if err := env.Client.SubResource("scale").Update(ctx, p, client.WithSubResourceBody(sc)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, p, rolloutTimeout, "2 ready nodes after kubectl scale", settled(2))
+	st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes after kubectl scale", stack.PoolSettled(2))
 	if err := env.Client.SubResource("scale").Get(ctx, p, sc); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestScaleSubresourceScalesAFixedSizePool(t *testing.T) {
 	if len(machines.Items) != 2 {
 		t.Errorf("selector %q selects %d Machines, want the pool's 2", sc.Status.Selector, len(machines.Items))
 	}
-	if h := historyOf(t, p); len(h) != 1 {
+	if h := st.HistoryOf(t, p); len(h) != 1 {
 		t.Errorf("scaling recorded rollouts: %d records", len(h))
 	}
 }

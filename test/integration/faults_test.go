@@ -60,17 +60,17 @@ func ownedByAPool(o metav1.Object) bool {
 func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
 	ctx := context.Background()
 	var handmade *clusterv1.MachineDeployment
-	p := newPoolWith(t, "workers", 1, func(ns string, p *nodepoolv1.NodePool) {
+	p := st.NewPoolWith(t, "workers", 1, func(ns string, p *nodepoolv1.NodePool) {
 		handmade = &clusterv1.MachineDeployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name, Labels: map[string]string{"team": "someone-else"}},
 			Spec: clusterv1.MachineDeploymentSpec{
-				ClusterName: clusterName,
+				ClusterName: stack.ClusterName,
 				Replicas:    ptr.To[int32](0),
-				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: clusterName, "team": "someone-else"}},
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: stack.ClusterName, "team": "someone-else"}},
 				Template: clusterv1.MachineTemplateSpec{
-					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName, "team": "someone-else"}},
+					ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{clusterv1.ClusterNameLabel: stack.ClusterName, "team": "someone-else"}},
 					Spec: clusterv1.MachineSpec{
-						ClusterName:       clusterName,
+						ClusterName:       stack.ClusterName,
 						Version:           "v1.30.0",
 						Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("someone-elses-data")},
 						InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: p.Spec.InfrastructureTemplateRef.APIGroup, Kind: p.Spec.InfrastructureTemplateRef.Kind, Name: "small"},
@@ -78,10 +78,10 @@ func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
 				},
 			},
 		}
-		mustCreate(t, handmade)
+		st.MustCreate(t, handmade)
 	})
-	waitFor(t, p, 60*time.Second, "the conflict reported on the pool", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionReconciliationActive)
+	st.WaitForPool(t, p, 60*time.Second, "the conflict reported on the pool", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionReconciliationActive)
 		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonNameConflict && strings.Contains(c.Message, "MachineDeployment workers")
 	})
 	end := time.Now().Add(8 * time.Second)
@@ -114,40 +114,40 @@ func TestAHandMadeMachineDeploymentOfThePoolsNameIsNeverAdopted(t *testing.T) {
 
 func TestDeletingTheUserDataSecretOfAPausedPoolRollsNothing(t *testing.T) {
 	ctx := context.Background()
-	p := newPool(t, "workers", 2)
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
-	update(t, p, func(p *nodepoolv1.NodePool) {
+	p := st.NewPool(t, "workers", 2)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 		p.Spec.Management.PausedUntil = "true"
 		p.Spec.Release.Version = "v1.36.4"
 	})
-	waitFor(t, p, 60*time.Second, "the version change held by the pause", func(s state) bool {
-		return condition(s.pool, nodepoolv1.ConditionUpdatingVersion).Reason == nodepoolv1.ReasonPaused
+	st.WaitForPool(t, p, 60*time.Second, "the version change held by the pause", func(s stack.PoolState) bool {
+		return stack.Condition(s.Pool, nodepoolv1.ConditionUpdatingVersion).Reason == nodepoolv1.ReasonPaused
 	})
 	ud := currentUserData(t, p)
 	value := ud.Data["value"]
 	if err := env.Client.Delete(ctx, ud); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, p, 60*time.Second, "the deletion reported", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionBootstrapDataAvailable)
+	st.WaitForPool(t, p, 60*time.Second, "the deletion reported", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionBootstrapDataAvailable)
 		return c.Reason == nodepoolv1.ReasonSecretInUse && strings.Contains(c.Message, ud.Name)
 	})
-	holdsFor(t, p, 10*time.Second, "no machine replaced and the rollout still held", func(s state) bool {
-		return s.machines.Equal(before.machines) && condition(s.pool, nodepoolv1.ConditionUpdatingVersion).Reason == nodepoolv1.ReasonPaused
+	st.HoldsFor(t, p, 10*time.Second, "no machine replaced and the rollout still held", func(s stack.PoolState) bool {
+		return s.Machines.Equal(before.Machines) && stack.Condition(s.Pool, nodepoolv1.ConditionUpdatingVersion).Reason == nodepoolv1.ReasonPaused
 	})
 	kept := currentUserData(t, p)
 	if kept.DeletionTimestamp.IsZero() || !bytes.Equal(kept.Data["value"], value) {
 		t.Fatalf("the user-data Secret machines boot from must stay as it was while in use: deleting %v", kept.DeletionTimestamp)
 	}
 	scale(t, p, 3)
-	after := waitFor(t, p, rolloutTimeout, "a scale-up boots the running payload", settled(3))
-	if !after.machines.IsSuperset(before.machines) || after.onlyPayload() != before.onlyPayload() {
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "a scale-up boots the running payload", stack.PoolSettled(3))
+	if !after.Machines.IsSuperset(before.Machines) || after.OnlyPayload() != before.OnlyPayload() {
 		t.Fatalf("scale-up after the delete: before %s, after %s", before, after)
 	}
 	// Resumed, the held rollout runs; the deleted Secret goes once unused.
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = "" })
-	waitFor(t, p, 2*rolloutTimeout, "the held version rolled out", func(s state) bool {
-		return settled(3)(s) && s.machines.Intersection(before.machines).Len() == 0 && s.pool.Status.Version == "v1.36.4"
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.PausedUntil = "" })
+	st.WaitForPool(t, p, 2*stack.RolloutTimeout, "the held version rolled out", func(s stack.PoolState) bool {
+		return stack.PoolSettled(3)(s) && s.Machines.Intersection(before.Machines).Len() == 0 && s.Pool.Status.Version == "v1.36.4"
 	})
 	stack.WaitFor(t, 60*time.Second, "the deleted user-data Secret removed once unreferenced", func() error {
 		return env.Client.Get(ctx, client.ObjectKeyFromObject(ud), &corev1.Secret{})
@@ -155,23 +155,23 @@ func TestDeletingTheUserDataSecretOfAPausedPoolRollsNothing(t *testing.T) {
 }
 
 func TestAnEditedUserDataSecretIsRestored(t *testing.T) {
-	p := newPool(t, "workers", 1)
-	waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	p := st.NewPool(t, "workers", 1)
+	st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	ud := currentUserData(t, p)
 	want := ud.Data["value"]
-	update(t, ud, func(s *corev1.Secret) { s.Data["value"] = []byte(`{"ignition":{"version":"3.4.0"}}`) })
+	stack.Update(t, env.Client, ud, func(s *corev1.Secret) { s.Data["value"] = []byte(`{"ignition":{"version":"3.4.0"}}`) })
 	stack.WaitFor(t, 60*time.Second, "the user-data restored", func() []byte {
 		return currentUserData(t, p).Data["value"]
 	}, func(v []byte) bool { return bytes.Equal(v, want) }, func(v []byte) string { return string(v) })
 	// A scale-up boots from it.
 	scale(t, p, 2)
-	waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
 }
 
 func TestADeletedOwnedSecretSurvivesWhileInUseAndIsProtectedAgain(t *testing.T) {
 	ctx := context.Background()
-	p := newPool(t, "workers", 1)
-	waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	p := st.NewPool(t, "workers", 1)
+	st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	list := &corev1.SecretList{}
 	if err := env.Client.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func TestADeletedOwnedSecretSurvivesWhileInUseAndIsProtectedAgain(t *testing.T) 
 	if err := env.Client.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	stack.WaitFor(t, rolloutTimeout, "the pool and its Secrets gone", func() int {
+	stack.WaitFor(t, stack.RolloutTimeout, "the pool and its Secrets gone", func() int {
 		l := &corev1.SecretList{}
 		if err := env.Client.List(ctx, l, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
 			t.Fatal(err)
@@ -201,8 +201,8 @@ func TestADeletedOwnedSecretSurvivesWhileInUseAndIsProtectedAgain(t *testing.T) 
 }
 
 func TestAPayloadTooLargeForASecretIsRefusedAndScalingGoesOn(t *testing.T) {
-	p := newPool(t, "workers", 1)
-	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	p := st.NewPool(t, "workers", 1)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	// About 760 KiB of incompressible data: the payload keeps it twice
 	// (merged and as a fragment), so its Secret would pass 1 MiB.
 	raw := make([]byte, 570<<10)
@@ -211,26 +211,26 @@ func TestAPayloadTooLargeForASecretIsRefusedAndScalingGoesOn(t *testing.T) {
 	}
 	big := fmt.Sprintf(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/big","mode":420,"contents":{"source":"data:;base64,%s"}}]}}`,
 		base64.StdEncoding.EncodeToString(raw))
-	mustCreate(t, stack.ConfigMap(p.Namespace, "big", big))
-	update(t, p, func(p *nodepoolv1.NodePool) {
+	st.MustCreate(t, stack.ConfigMap(p.Namespace, "big", big))
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 		p.Spec.Config = append(p.Spec.Config, nodepoolv1.LocalObjectReference{Name: "big"})
 	})
-	waitFor(t, p, 60*time.Second, "ValidGeneratedPayload False naming the size and the limit", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionValidGeneratedPayload)
+	st.WaitForPool(t, p, 60*time.Second, "ValidGeneratedPayload False naming the size and the limit", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionValidGeneratedPayload)
 		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonPayloadTooLarge && strings.Contains(c.Message, "bytes")
 	})
-	update(t, p, func(p *nodepoolv1.NodePool) {
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 		p.Spec.NodeLabels = map[string]nodepoolv1.LabelValue{"example.com/role": "big"}
 		p.Spec.Replicas = ptr.To[int32](2)
 	})
-	after := waitFor(t, p, rolloutTimeout, "scale-up and labels still applied", func(s state) bool {
-		return settled(2)(s) && nodesMatch(t, p, func(n *corev1.Node) bool { return n.Labels["example.com/role"] == "big" })
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "scale-up and labels still applied", func(s stack.PoolState) bool {
+		return stack.PoolSettled(2)(s) && nodesMatch(t, p, func(n *corev1.Node) bool { return n.Labels["example.com/role"] == "big" })
 	})
-	if !after.machines.IsSuperset(before.machines) || after.onlyPayload() != before.onlyPayload() {
+	if !after.Machines.IsSuperset(before.Machines) || after.OnlyPayload() != before.OnlyPayload() {
 		t.Errorf("a payload too large disturbed the pool: before %s, after %s", before, after)
 	}
-	if !isTrue(after.pool, nodepoolv1.ConditionReconciliationActive) {
-		t.Errorf("ReconciliationActive: %+v", condition(after.pool, nodepoolv1.ConditionReconciliationActive))
+	if !stack.IsTrue(after.Pool, nodepoolv1.ConditionReconciliationActive) {
+		t.Errorf("ReconciliationActive: %+v", stack.Condition(after.Pool, nodepoolv1.ConditionReconciliationActive))
 	}
 }
 
@@ -252,8 +252,8 @@ func clonesOf(t *testing.T, p *nodepoolv1.NodePool) []string {
 
 func TestTemplateClonesAreCleanedUpByReference(t *testing.T) {
 	ctx := context.Background()
-	p := newPool(t, "workers", 1)
-	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	p := st.NewPool(t, "workers", 1)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	first := clonesOf(t, p)
 	if len(first) != 1 {
 		t.Fatalf("clones %v, want one", first)
@@ -261,16 +261,16 @@ func TestTemplateClonesAreCleanedUpByReference(t *testing.T) {
 	if err := simtest.CreateMachineTemplate(ctx, env.Client, p.Namespace, "large", simv1.SimMachineSpec{CPUs: 8}); err != nil {
 		t.Fatal(err)
 	}
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.InfrastructureTemplateRef = templateRef("large") })
-	waitFor(t, p, rolloutTimeout, "the machine replaced on the new template", func(s state) bool {
-		return settled(1)(s) && s.machines.Intersection(before.machines).Len() == 0
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.InfrastructureTemplateRef = stack.TemplateRef("large") })
+	st.WaitForPool(t, p, stack.RolloutTimeout, "the machine replaced on the new template", func(s stack.PoolState) bool {
+		return stack.PoolSettled(1)(s) && s.Machines.Intersection(before.Machines).Len() == 0
 	})
 	stack.WaitFor(t, 60*time.Second, "only the new template's clone left", func() []string { return clonesOf(t, p) },
 		func(c []string) bool { return len(c) == 1 && c[0] != first[0] }, func(c []string) string { return fmt.Sprint(c) })
 	if err := env.Client.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	stack.WaitFor(t, rolloutTimeout, "no clone left once the pool is gone", func() []string {
+	stack.WaitFor(t, stack.RolloutTimeout, "no clone left once the pool is gone", func() []string {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &nodepoolv1.NodePool{}); !apierrors.IsNotFound(err) {
 			return []string{"(pool still there)"}
 		}
@@ -282,30 +282,30 @@ func TestAnInPlaceEditOfTheReferencedTemplateRollsWithoutWaitingForAResync(t *te
 	ctx := context.Background()
 	slow := settings
 	slow.ResyncPeriod = 10 * time.Minute
-	restartController(t, slow)
-	defer restartController(t, settings)
-	p := newPool(t, "workers", 1)
-	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	st.MustRestartController(t, slow)
+	defer st.MustRestartController(t, settings)
+	p := st.NewPool(t, "workers", 1)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	tmpl := &simv1.SimMachineTemplate{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: "small"}, tmpl); err != nil {
 		t.Fatal(err)
 	}
-	update(t, tmpl, func(m *simv1.SimMachineTemplate) { m.Spec.Template.Spec.CPUs = 4 })
+	stack.Update(t, env.Client, tmpl, func(m *simv1.SimMachineTemplate) { m.Spec.Template.Spec.CPUs = 4 })
 	// Well under the 10 minute resync: only the watch can have woken it.
-	waitFor(t, p, 90*time.Second, "the machine replaced on the edited template", func(s state) bool {
-		return settled(1)(s) && s.machines.Intersection(before.machines).Len() == 0
+	st.WaitForPool(t, p, 90*time.Second, "the machine replaced on the edited template", func(s stack.PoolState) bool {
+		return stack.PoolSettled(1)(s) && s.Machines.Intersection(before.Machines).Len() == 0
 	})
 }
 
 func TestAPayloadServerURLChangeReachesTheUserDataAtOnceAndRollsNothing(t *testing.T) {
-	p := newPool(t, "workers", 1)
-	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	p := st.NewPool(t, "workers", 1)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	moved := settings
 	// The same server under another URL (a query the server ignores):
 	// user-data content changes, its name must not.
 	moved.Inputs.PayloadServerURL = settings.Inputs.PayloadServerURL + "?moved=1"
-	restartController(t, moved)
-	defer restartController(t, settings)
+	st.MustRestartController(t, moved)
+	defer st.MustRestartController(t, settings)
 	name := currentUserData(t, p).Name
 	stack.WaitFor(t, 60*time.Second, "the user-data pointing at the new URL", func() string {
 		return string(currentUserData(t, p).Data["value"])
@@ -316,27 +316,27 @@ func TestAPayloadServerURLChangeReachesTheUserDataAtOnceAndRollsNothing(t *testi
 	scale(t, p, 2)
 	// The URL is a fresh component: the new node boots it, the old one
 	// keeps running what it booted.
-	after := waitFor(t, p, rolloutTimeout, "a scale-up boots through the new URL", func(s state) bool {
-		return s.machines.Len() == 2 && s.nodes == 2 && len(s.payloads) == 2 && isTrue(s.pool, nodepoolv1.ConditionReady)
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "a scale-up boots through the new URL", func(s stack.PoolState) bool {
+		return s.Machines.Len() == 2 && s.Nodes == 2 && len(s.Payloads) == 2 && stack.IsTrue(s.Pool, nodepoolv1.ConditionReady)
 	})
-	if !after.machines.IsSuperset(before.machines) {
+	if !after.Machines.IsSuperset(before.Machines) {
 		t.Errorf("a URL change replaced machines: before %s, after %s", before, after)
 	}
 }
 
 func TestTheControllerLosingTheAPIServerForSecondsLosesNoScaleUpAndRollsNothing(t *testing.T) {
-	p := newPool(t, "workers", 1)
-	before := waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
-	records := len(historyOf(t, p))
+	p := st.NewPool(t, "workers", 1)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
+	records := len(st.HistoryOf(t, p))
 	st.CutAPIServer(5 * time.Second)
 	// Written while the controller's watches are broken: it sees the
 	// change only once it lists again.
 	scale(t, p, 2)
-	after := waitFor(t, p, rolloutTimeout, "the scale-up made once the API server is back", settled(2))
-	if !after.machines.IsSuperset(before.machines) || after.onlyPayload() != before.onlyPayload() {
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "the scale-up made once the API server is back", stack.PoolSettled(2))
+	if !after.Machines.IsSuperset(before.Machines) || after.OnlyPayload() != before.OnlyPayload() {
 		t.Errorf("the outage disturbed the pool: before %s, after %s", before, after)
 	}
-	if got := len(historyOf(t, p)); got != records {
+	if got := len(st.HistoryOf(t, p)); got != records {
 		t.Errorf("%d rollout records after the outage, want %d", got, records)
 	}
 }

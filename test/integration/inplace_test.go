@@ -33,11 +33,11 @@ const (
 	knobFailUpdate  = "sim.nodepool.dev/fail-update"
 )
 
-// newInPlacePool is newPool for an InPlace pool with the given
+// newInPlacePool is st.NewPool for an InPlace pool with the given
 // maxUnavailable.
 func newInPlacePool(t *testing.T, n int32, maxUnavailable int) *nodepoolv1.NodePool {
 	t.Helper()
-	return newPoolWith(t, "workers", n, func(_ string, p *nodepoolv1.NodePool) {
+	return st.NewPoolWith(t, "workers", n, func(_ string, p *nodepoolv1.NodePool) {
 		p.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
 		p.Spec.Management.InPlace.MaxUnavailable = ptr.To(intstr.FromInt(maxUnavailable))
 	})
@@ -166,7 +166,7 @@ func annotateMachines(t *testing.T, p *nodepoolv1.NodePool, key, value string, w
 			continue
 		}
 		m := n.machine.DeepCopy()
-		update(t, m, func(m *clusterv1.Machine) {
+		stack.Update(t, env.Client, m, func(m *clusterv1.Machine) {
 			if value == "" {
 				delete(m.Annotations, key)
 				return
@@ -183,29 +183,29 @@ func all(int) bool { return true }
 
 func changeChrony(t *testing.T, p *nodepoolv1.NodePool, server string) {
 	t.Helper()
-	update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony(server) })
+	stack.Update(t, env.Client, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony(server) })
 }
 
 func TestInPlaceOwnerChangeUpdatesEveryNodeWithoutReplacingMachines(t *testing.T) {
 	p := newInPlacePool(t, 3, 1)
-	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "3 ready nodes", stack.PoolSettled(3))
 	annotateMachines(t, p, knobUpdateDelay, "1s", all)
 
 	stop := make(chan struct{})
 	seen := watchCordons(t, p, stop)
 	changeChrony(t, p, "inplace.corp.example")
-	after := waitFor(t, p, rolloutTimeout, "every node updated in place", func(s state) bool {
-		return settled(3)(s) && s.onlyPayload() != before.onlyPayload()
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "every node updated in place", func(s stack.PoolState) bool {
+		return stack.PoolSettled(3)(s) && s.OnlyPayload() != before.OnlyPayload()
 	})
 	stopOnce(stop)
 	res := <-seen
 	if most := res.most; most > 1 {
 		t.Errorf("%d nodes were cordoned at once, maxUnavailable is 1", most)
 	}
-	if !after.machines.Equal(before.machines) {
-		t.Errorf("machines were replaced: before %v, after %v", sets.List(before.machines), sets.List(after.machines))
+	if !after.Machines.Equal(before.Machines) {
+		t.Errorf("machines were replaced: before %v, after %v", sets.List(before.Machines), sets.List(after.Machines))
 	}
-	payload := after.pool.Annotations[nodepoolv1.AnnotationCurrentPayload]
+	payload := after.Pool.Annotations[nodepoolv1.AnnotationCurrentPayload]
 	target := ""
 	for _, n := range inPlaceNodes(t, p) {
 		if !n.done(payload) || n.updatedAt == "" {
@@ -218,7 +218,7 @@ func TestInPlaceOwnerChangeUpdatesEveryNodeWithoutReplacingMachines(t *testing.T
 		}
 		target = ds
 	}
-	e := lastRecord(t, p, string(rollout.InitiatorSpec), history.OutcomeComplete)
+	e := st.LastRecord(t, p, string(rollout.InitiatorSpec), history.OutcomeComplete)
 	if strings.Join(e.Changed, ",") != "user-configs" {
 		t.Errorf("the rollout is recorded with changed components %v", e.Changed)
 	}
@@ -231,20 +231,20 @@ func TestInPlaceOwnerChangeUpdatesEveryNodeWithoutReplacingMachines(t *testing.T
 
 func TestInPlaceManagementOnlyChangeUpdatesNothingAndIsReportedAsDrift(t *testing.T) {
 	p := newInPlacePool(t, 2, 2)
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
-	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
+	st.SetManagementConfig(t, func(string) string {
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + stack.FreshDigest() + "\n"
 	})
-	waitFor(t, p, time.Minute, "the drift reported", func(s state) bool {
-		for _, r := range s.pool.Status.PendingManagementChanges {
+	st.WaitForPool(t, p, time.Minute, "the drift reported", func(s stack.PoolState) bool {
+		for _, r := range s.Pool.Status.PendingManagementChanges {
 			if r.Component == "apiserver-proxy" {
 				return true
 			}
 		}
 		return false
 	})
-	holdsFor(t, p, 6*time.Second, "no node touched", func(s state) bool {
-		if !s.machines.Equal(before.machines) || s.onlyPayload() != before.onlyPayload() {
+	st.HoldsFor(t, p, 6*time.Second, "no node touched", func(s stack.PoolState) bool {
+		if !s.Machines.Equal(before.Machines) || s.OnlyPayload() != before.OnlyPayload() {
 			return false
 		}
 		for _, n := range inPlaceNodes(t, p) {
@@ -259,7 +259,7 @@ func TestInPlaceManagementOnlyChangeUpdatesNothingAndIsReportedAsDrift(t *testin
 func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 	ctx := context.Background()
 	p := newInPlacePool(t, 2, 1)
-	waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
 	nodes := inPlaceNodes(t, p)
 	first, second := nodes[0], nodes[1]
 
@@ -271,7 +271,7 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 		Spec: corev1.PodSpec{NodeName: first.node.Name, TerminationGracePeriodSeconds: ptr.To[int64](0),
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
-	mustCreate(t, pod)
+	st.MustCreate(t, pod)
 	// The test plays the kubelet too: the pod runs and is ready (a pending
 	// pod is evicted whatever its budget says).
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
@@ -283,15 +283,15 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "guarded"},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
 	}
-	mustCreate(t, pdb)
+	st.MustCreate(t, pdb)
 	setBudget(t, pdb, 0)
 
 	changeChrony(t, p, "pdb.corp.example")
-	waitFor(t, p, time.Minute, "the blocked drain reported on the pool", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionUpdatingConfig)
+	st.WaitForPool(t, p, time.Minute, "the blocked drain reported on the pool", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionUpdatingConfig)
 		return c.Reason == nodepoolv1.ReasonDrainBlocked && strings.Contains(c.Message, first.node.Name) && strings.Contains(c.Message, "guarded")
 	})
-	holdsFor(t, p, 5*time.Second, "the update held on that node, the other untouched", func(s state) bool {
+	st.HoldsFor(t, p, 5*time.Second, "the update held on that node, the other untouched", func(s stack.PoolState) bool {
 		for _, n := range inPlaceNodes(t, p) {
 			if n.machine.Name == second.machine.Name && (n.phase() != "" || n.node.Spec.Unschedulable) {
 				return false
@@ -304,12 +304,12 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 	})
 
 	setBudget(t, pdb, 1)
-	after := waitFor(t, p, rolloutTimeout, "every node updated once the budget allows it", settled(2))
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "every node updated once the budget allows it", stack.PoolSettled(2))
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); err == nil {
 		t.Error("the guarded pod was not evicted")
 	}
 	for _, n := range inPlaceNodes(t, p) {
-		if !n.done(after.pool.Annotations[nodepoolv1.AnnotationCurrentPayload]) {
+		if !n.done(after.Pool.Annotations[nodepoolv1.AnnotationCurrentPayload]) {
 			t.Errorf("node %s not done: %v", n.node.Name, n.node.Annotations)
 		}
 	}
@@ -332,40 +332,40 @@ func setBudget(t *testing.T, pdb *policyv1.PodDisruptionBudget, n int32) {
 
 func TestInPlaceFailedNodeStopsTheRolloutUntilItIsFixed(t *testing.T) {
 	p := newInPlacePool(t, 3, 1)
-	waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
+	st.WaitForPool(t, p, stack.RolloutTimeout, "3 ready nodes", stack.PoolSettled(3))
 	annotateMachines(t, p, knobFailUpdate, "disk full", func(i int) bool { return i == 1 })
 
 	changeChrony(t, p, "degraded.corp.example")
-	waitFor(t, p, time.Minute, "the failed node reported on the pool", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionUpdatingConfig)
+	st.WaitForPool(t, p, time.Minute, "the failed node reported on the pool", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionUpdatingConfig)
 		return c.Reason == nodepoolv1.ReasonNodeUpdateDegraded && strings.Contains(c.Message, "disk full")
 	})
-	holdsFor(t, p, 5*time.Second, "the third node untouched while the second is Degraded", func(s state) bool {
+	st.HoldsFor(t, p, 5*time.Second, "the third node untouched while the second is Degraded", func(s stack.PoolState) bool {
 		third := inPlaceNodes(t, p)[2]
 		return third.phase() == "" && !third.node.Spec.Unschedulable && third.updatedAt == ""
 	})
 
 	annotateMachines(t, p, knobFailUpdate, "", func(i int) bool { return i == 1 })
-	after := waitFor(t, p, rolloutTimeout, "every node updated once the node is fixed", settled(3))
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "every node updated once the node is fixed", stack.PoolSettled(3))
 	for _, n := range inPlaceNodes(t, p) {
-		if !n.done(after.pool.Annotations[nodepoolv1.AnnotationCurrentPayload]) {
+		if !n.done(after.Pool.Annotations[nodepoolv1.AnnotationCurrentPayload]) {
 			t.Errorf("node %s not done: %v", n.node.Name, n.node.Annotations)
 		}
 	}
-	if c := condition(after.pool, nodepoolv1.ConditionUpdatingConfig); c.Reason == nodepoolv1.ReasonNodeUpdateDegraded {
+	if c := stack.Condition(after.Pool, nodepoolv1.ConditionUpdatingConfig); c.Reason == nodepoolv1.ReasonNodeUpdateDegraded {
 		t.Errorf("UpdatingConfig still says %s", c.Message)
 	}
 }
 
 func TestInPlaceControllerRestartedMidUpdateResumesWithoutTouchingFinishedNodesTwice(t *testing.T) {
 	p := newInPlacePool(t, 3, 1)
-	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", settled(3))
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "3 ready nodes", stack.PoolSettled(3))
 	annotateMachines(t, p, knobUpdateDelay, "2s", all)
 
 	stop := make(chan struct{})
 	seen := watchCordons(t, p, stop)
 	changeChrony(t, p, "restart.corp.example")
-	deadline := time.Now().Add(rolloutTimeout)
+	deadline := time.Now().Add(stack.RolloutTimeout)
 	for {
 		finished := 0
 		for _, n := range inPlaceNodes(t, p) {
@@ -377,13 +377,13 @@ func TestInPlaceControllerRestartedMidUpdateResumesWithoutTouchingFinishedNodesT
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no node finished its update; %s", conditions(observe(t, p).pool))
+			t.Fatalf("no node finished its update; %s", stack.Conditions(st.Observe(t, p).Pool))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	restartController(t, settings)
-	after := waitFor(t, p, rolloutTimeout, "every node updated after the restart", func(s state) bool {
-		return settled(3)(s) && s.onlyPayload() != before.onlyPayload()
+	st.MustRestartController(t, settings)
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "every node updated after the restart", func(s stack.PoolState) bool {
+		return stack.PoolSettled(3)(s) && s.OnlyPayload() != before.OnlyPayload()
 	})
 	stopOnce(stop)
 	res := <-seen
@@ -393,19 +393,19 @@ func TestInPlaceControllerRestartedMidUpdateResumesWithoutTouchingFinishedNodesT
 	if most := res.most; most > 1 {
 		t.Errorf("%d nodes cordoned at once, maxUnavailable is 1", most)
 	}
-	if !after.machines.Equal(before.machines) {
+	if !after.Machines.Equal(before.Machines) {
 		t.Error("machines were replaced")
 	}
 }
 
 func TestInPlaceRolloutAfterUpdatesEveryNodeInPlaceOnce(t *testing.T) {
 	p := newInPlacePool(t, 2, 2)
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
 	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
 	at := metav1.NewTime(time.Now().Truncate(time.Second))
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
-	waitFor(t, p, rolloutTimeout, "every node updated after rolloutAfter", func(s state) bool {
-		if !settled(2)(s) {
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
+	st.WaitForPool(t, p, stack.RolloutTimeout, "every node updated after rolloutAfter", func(s stack.PoolState) bool {
+		if !stack.PoolSettled(2)(s) {
 			return false
 		}
 		for _, n := range inPlaceNodes(t, p) {
@@ -416,10 +416,10 @@ func TestInPlaceRolloutAfterUpdatesEveryNodeInPlaceOnce(t *testing.T) {
 		}
 		return true
 	})
-	if after := observe(t, p); !after.machines.Equal(before.machines) {
+	if after := st.Observe(t, p); !after.Machines.Equal(before.Machines) {
 		t.Error("machines were replaced")
 	}
-	e := lastRecord(t, p, string(rollout.InitiatorRestart), history.OutcomeComplete)
+	e := st.LastRecord(t, p, string(rollout.InitiatorRestart), history.OutcomeComplete)
 	if e.ForcedAt == nil {
 		t.Errorf("the forced rollout is recorded without its time: %+v", e)
 	}
@@ -427,7 +427,7 @@ func TestInPlaceRolloutAfterUpdatesEveryNodeInPlaceOnce(t *testing.T) {
 	for _, n := range inPlaceNodes(t, p) {
 		updated[n.machine.Name] = n.updatedAt
 	}
-	holdsFor(t, p, 5*time.Second, "updated once only", func(s state) bool {
+	st.HoldsFor(t, p, 5*time.Second, "updated once only", func(s stack.PoolState) bool {
 		for _, n := range inPlaceNodes(t, p) {
 			if updated[n.machine.Name] != n.updatedAt {
 				return false
@@ -439,10 +439,10 @@ func TestInPlaceRolloutAfterUpdatesEveryNodeInPlaceOnce(t *testing.T) {
 
 func TestInPlaceVersionChangeUpdatesTheKubeletInPlace(t *testing.T) {
 	p := newInPlacePool(t, 2, 2)
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Release.Version = "v1.36.4" })
-	after := waitFor(t, p, rolloutTimeout, "every node on the new version, in place", func(s state) bool {
-		if !settled(2)(s) || s.pool.Status.Version != "v1.36.4" {
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Release.Version = "v1.36.4" })
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "every node on the new version, in place", func(s stack.PoolState) bool {
+		if !stack.PoolSettled(2)(s) || s.Pool.Status.Version != "v1.36.4" {
 			return false
 		}
 		for _, n := range inPlaceNodes(t, p) {
@@ -452,8 +452,8 @@ func TestInPlaceVersionChangeUpdatesTheKubeletInPlace(t *testing.T) {
 		}
 		return true
 	})
-	if !after.machines.Equal(before.machines) {
+	if !after.Machines.Equal(before.Machines) {
 		t.Error("machines were replaced")
 	}
-	lastRecord(t, p, string(rollout.InitiatorVersion), history.OutcomeComplete)
+	st.LastRecord(t, p, string(rollout.InitiatorVersion), history.OutcomeComplete)
 }

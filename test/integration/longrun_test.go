@@ -47,32 +47,32 @@ func TestTokensRotateForDaysAndScaleUpAlwaysBoots(t *testing.T) {
 	s.TokenTTL = 11 * time.Hour
 	s.ResyncPeriod = time.Second
 	s.Clock = clock.now
-	restartController(t, s)
-	defer restartController(t, settings)
+	st.MustRestartController(t, s)
+	defer st.MustRestartController(t, settings)
 
-	p := newPool(t, "workers", 1)
-	waitFor(t, p, rolloutTimeout, "1 ready node", settled(1))
+	p := st.NewPool(t, "workers", 1)
+	st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
 	end := clock.now().Add(time.Duration(hours) * time.Hour)
 	rotations := map[string]bool{}
 	boots, rolled := 0, false
 	for clock.now().Before(end) {
-		before := observe(t, p)
+		before := st.Observe(t, p)
 		if !rolled && clock.now().After(end.Add(-time.Duration(hours)*time.Hour/2)) {
 			// Halfway: an owner change, and a scale-up during its rollout.
 			rolled = true
-			update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("midway.corp.example") })
-			waitFor(t, p, 30*time.Second, "the rollout under way", func(s state) bool { return s.pool.Status.Updating != "" })
+			stack.Update(t, env.Client, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("midway.corp.example") })
+			st.WaitForPool(t, p, 30*time.Second, "the rollout under way", func(s stack.PoolState) bool { return s.Pool.Status.Updating != "" })
 			scale(t, p, 2)
-			waitFor(t, p, rolloutTimeout, "the rollout done with a scale-up in it", func(s state) bool {
-				return settled(2)(s) && s.machines.Intersection(before.machines).Len() == 0
+			st.WaitForPool(t, p, stack.RolloutTimeout, "the rollout done with a scale-up in it", func(s stack.PoolState) bool {
+				return stack.PoolSettled(2)(s) && s.Machines.Intersection(before.Machines).Len() == 0
 			})
 		} else {
 			scale(t, p, 2)
-			waitFor(t, p, rolloutTimeout, "a scale-up booted at simulated "+clock.now().Sub(clock.start).Round(time.Minute).String(), settled(2))
+			st.WaitForPool(t, p, stack.RolloutTimeout, "a scale-up booted at simulated "+clock.now().Sub(clock.start).Round(time.Minute).String(), stack.PoolSettled(2))
 		}
 		boots++
 		scale(t, p, 1)
-		waitFor(t, p, rolloutTimeout, "scaled down", settled(1))
+		st.WaitForPool(t, p, stack.RolloutTimeout, "scaled down", stack.PoolSettled(1))
 		for _, tok := range tokensOf(t, p) {
 			rotations[tok.Current] = true
 		}

@@ -141,7 +141,7 @@ func touchTemplate(t *testing.T, ns, name, value string) {
 	t.Helper()
 	tmpl := &simv1.SimMachineTemplate{}
 	tmpl.Namespace, tmpl.Name = ns, name
-	update(t, tmpl, func(m *simv1.SimMachineTemplate) {
+	stack.Update(t, env.Client, tmpl, func(m *simv1.SimMachineTemplate) {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
@@ -167,9 +167,9 @@ func templateSpecAsServed(t *testing.T, ns, name string) string {
 func TestAProviderUpgradeOfTheTemplateRollsNoPoolButAnOwnerEditStillDoes(t *testing.T) {
 	// The controller's caches and informers of the upgraded kind start
 	// afresh for the tests after this one (last cleanup to run).
-	t.Cleanup(func() { restartController(t, settings) })
-	p := newPool(t, "workers", 2)
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
+	t.Cleanup(func() { st.MustRestartController(t, settings) })
+	p := st.NewPool(t, "workers", 2)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
 	clones := clonesOf(t, p)
 	userData := currentUserData(t, p).Name
 	servedBefore := templateSpecAsServed(t, p.Namespace, "small")
@@ -177,14 +177,14 @@ func TestAProviderUpgradeOfTheTemplateRollsNoPoolButAnOwnerEditStillDoes(t *test
 		t.Helper()
 		// A spec change that rolls nothing makes the controller reconcile
 		// the pool on the upgraded inputs; observedGeneration says it did.
-		update(t, p, func(p *nodepoolv1.NodePool) {
+		stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 			p.Spec.NodeLabels = map[string]nodepoolv1.LabelValue{"example.com/after": nodepoolv1.LabelValue(label)}
 		})
-		waitFor(t, p, rolloutTimeout, "the controller reconciled "+what, func(s state) bool {
-			return s.pool.Status.ObservedGeneration == s.pool.Generation && settled(2)(s)
+		st.WaitForPool(t, p, stack.RolloutTimeout, "the controller reconciled "+what, func(s stack.PoolState) bool {
+			return s.Pool.Status.ObservedGeneration == s.Pool.Generation && stack.PoolSettled(2)(s)
 		})
-		holdsFor(t, p, 5*time.Second, "no machine replaced after "+what, func(s state) bool {
-			return s.machines.Equal(before.machines) && s.pool.Status.Updating == ""
+		st.HoldsFor(t, p, 5*time.Second, "no machine replaced after "+what, func(s stack.PoolState) bool {
+			return s.Machines.Equal(before.Machines) && s.Pool.Status.Updating == ""
 		})
 		if got := clonesOf(t, p); !sets.New(clones...).IsSuperset(sets.New(got...)) {
 			t.Fatalf("after %s the pool's template clones are %v, want no other than %v", what, got, clones)
@@ -199,7 +199,7 @@ func TestAProviderUpgradeOfTheTemplateRollsNoPoolButAnOwnerEditStillDoes(t *test
 	upgradeSimCRD(t, simMachineCRD, withMachineZone)
 	upgradeSimTemplateCRD(t, withDefaultedZone)
 	touchTemplate(t, p.Namespace, "small", "defaulted")
-	restartController(t, settings)
+	st.MustRestartController(t, settings)
 	if served := templateSpecAsServed(t, p.Namespace, "small"); served == servedBefore {
 		t.Fatalf("the upgraded CRD serves the template unchanged (%s): the test does not upgrade anything", served)
 	}
@@ -207,9 +207,9 @@ func TestAProviderUpgradeOfTheTemplateRollsNoPoolButAnOwnerEditStillDoes(t *test
 
 	tmpl := &simv1.SimMachineTemplate{}
 	tmpl.Namespace, tmpl.Name = p.Namespace, "small"
-	update(t, tmpl, func(m *simv1.SimMachineTemplate) { m.Spec.Template.Spec.CPUs = 4 })
-	waitFor(t, p, rolloutTimeout, "every machine replaced after the owner's template edit", func(s state) bool {
-		return settled(2)(s) && s.machines.Intersection(before.machines).Len() == 0
+	stack.Update(t, env.Client, tmpl, func(m *simv1.SimMachineTemplate) { m.Spec.Template.Spec.CPUs = 4 })
+	st.WaitForPool(t, p, stack.RolloutTimeout, "every machine replaced after the owner's template edit", func(s stack.PoolState) bool {
+		return stack.PoolSettled(2)(s) && s.Machines.Intersection(before.Machines).Len() == 0
 	})
 	if got := currentUserData(t, p).Name; got == userData {
 		t.Fatalf("the owner's template edit left the MachineDeployment on %s", got)
@@ -218,9 +218,9 @@ func TestAProviderUpgradeOfTheTemplateRollsNoPoolButAnOwnerEditStillDoes(t *test
 	// Last, as no machine is made after it: the suite's Cluster API
 	// controllers are not restarted, as a provider upgrade would, to learn
 	// the new version.
-	before, clones, userData = observe(t, p), clonesOf(t, p), currentUserData(t, p).Name
+	before, clones, userData = st.Observe(t, p), clonesOf(t, p), currentUserData(t, p).Name
 	upgradeSimTemplateCRD(t, withNewServedVersion)
 	touchTemplate(t, p.Namespace, "small", "v1alpha2")
-	restartController(t, settings)
+	st.MustRestartController(t, settings)
 	nothingMoved("a new served version", "v1alpha2")
 }

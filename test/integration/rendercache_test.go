@@ -28,7 +28,7 @@ import (
 // acts on matches a render from scratch of the inputs as they are.
 func TestAChangedInputIsNeverServedFromTheRenderCache(t *testing.T) {
 	ctx := context.Background()
-	p := newPool(t, "cached", 0)
+	p := st.NewPool(t, "cached", 0)
 	key := client.ObjectKeyFromObject(p)
 	// fresh renders the pool's inputs now, uncached.
 	fresh := func() rollout.Input {
@@ -74,7 +74,7 @@ func TestAChangedInputIsNeverServedFromTheRenderCache(t *testing.T) {
 	wait("settled", first)
 
 	cm := stack.ConfigMap(p.Namespace, "chrony", "")
-	update(t, cm, func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("time2.corp.example") })
+	stack.Update(t, env.Client, cm, func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = stack.Chrony("time2.corp.example") })
 	edited := fresh()
 	if edited.Hashes.Rollout == first.Hashes.Rollout {
 		t.Fatal("the edit did not change the rollout hash")
@@ -85,20 +85,20 @@ func TestAChangedInputIsNeverServedFromTheRenderCache(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: "small"}, tmpl); err != nil {
 		t.Fatal(err)
 	}
-	update(t, tmpl, func(m *simv1.SimMachineTemplate) { m.Spec.Template.Spec.CPUs = 8 })
+	stack.Update(t, env.Client, tmpl, func(m *simv1.SimMachineTemplate) { m.Spec.Template.Spec.CPUs = 8 })
 	retemplated := fresh()
 	if retemplated.TemplateName == edited.TemplateName {
 		t.Fatal("the template edit did not change the clone name")
 	}
 	wait("a template edit", retemplated)
 
-	was := managementConfig("")
+	was := stack.ManagementConfig("")
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(was), was); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { setManagementConfig(t, func(string) string { return was.Data[inputs.ManagementConfigKey] }) })
-	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
+	t.Cleanup(func() { st.SetManagementConfig(t, func(string) string { return was.Data[inputs.ManagementConfigKey] }) })
+	st.SetManagementConfig(t, func(string) string {
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + stack.FreshDigest() + "\n"
 	})
 	bumped := fresh()
 	if bumped.Hashes.Payload == retemplated.Hashes.Payload || bumped.Hashes.Rollout != retemplated.Hashes.Rollout {
@@ -115,7 +115,7 @@ func TestAChangedInputIsNeverServedFromTheRenderCache(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a management bump: no pending drift reported; conditions %s", conditions(pool))
+			t.Fatalf("a management bump: no pending drift reported; conditions %s", stack.Conditions(pool))
 		}
 		time.Sleep(stack.PollInterval)
 	}

@@ -39,11 +39,11 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 	pools := make([]*nodepoolv1.NodePool, 3)
 	size := []int{2, 1, 2}
 	for i := range pools {
-		pools[i] = newPool(t, fmt.Sprintf("soak-%d", i), int32(size[i]))
+		pools[i] = st.NewPool(t, fmt.Sprintf("soak-%d", i), int32(size[i]))
 	}
-	states := make([]state, len(pools))
+	states := make([]stack.PoolState, len(pools))
 	for i, p := range pools {
-		states[i] = waitFor(t, p, rolloutTimeout, "ready", settled(size[i]))
+		states[i] = st.WaitForPool(t, p, stack.RolloutTimeout, "ready", stack.PoolSettled(size[i]))
 	}
 	image := 0
 	for step := range changes {
@@ -51,18 +51,18 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		p := pools[i]
 		replace := -1 // which pool must be fully replaced; -1 none
 		var what, initiator string
-		records := len(historyOf(t, p))
+		records := len(st.HistoryOf(t, p))
 		var restore func() bool // a fault's repair, checked once settled
 		switch rnd.IntN(11) {
 		case 0:
 			what = "owner: config content"
-			update(t, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
+			stack.Update(t, env.Client, stack.ConfigMap(p.Namespace, "chrony", ""), func(cm *corev1.ConfigMap) {
 				cm.Data[inputs.ConfigKey] = stack.Chrony(fmt.Sprintf("ntp%d.corp.example", step))
 			})
 			replace, initiator = i, "spec"
 		case 1:
 			what = "owner: release version"
-			update(t, p, func(p *nodepoolv1.NodePool) {
+			stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 				if p.Spec.Release.Version == "v1.36.3" {
 					p.Spec.Release.Version = "v1.36.4"
 				} else {
@@ -73,16 +73,16 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		case 2:
 			what = "management: API-server proxy image"
 			image++
-			setManagementConfig(t, func(string) string {
+			st.SetManagementConfig(t, func(string) string {
 				return fmt.Sprintf("apiServerProxyImage: registry.example/haproxy@sha256:%064x\n", 1000+image)
 			})
 		case 3:
 			size[i] = 1 + rnd.IntN(3)
 			what = fmt.Sprintf("scale to %d", size[i])
-			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
+			stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
 		case 4:
 			what = "node labels"
-			update(t, p, func(p *nodepoolv1.NodePool) {
+			stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 				p.Spec.NodeLabels = map[string]nodepoolv1.LabelValue{"example.com/step": nodepoolv1.LabelValue(strconv.Itoa(step))}
 			})
 		case 5:
@@ -90,7 +90,7 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 			// Creation times have a resolution of a second: a time a
 			// second ahead is after every machine that exists now.
 			at := metav1.NewTime(time.Now().Truncate(time.Second).Add(time.Second))
-			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
+			stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.RolloutAfter = &at })
 			replace, initiator = i, "restart"
 		case 6:
 			what = "fault: the current user-data Secret deleted"
@@ -101,7 +101,7 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 			what = "fault: the current user-data Secret edited"
 			ud := currentUserData(t, p)
 			want := ud.Data["value"]
-			update(t, ud, func(s *corev1.Secret) { s.Data["value"] = []byte("garbage") })
+			stack.Update(t, env.Client, ud, func(s *corev1.Secret) { s.Data["value"] = []byte("garbage") })
 			restore = func() bool {
 				s := &corev1.Secret{}
 				err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(ud), s)
@@ -111,7 +111,7 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 			}
 		case 8:
 			what = "fault: the controller restarted"
-			restartController(t, settings)
+			st.MustRestartController(t, settings)
 		case 9:
 			what = "fault: the payload server restarted, then a scale-up"
 			if err := st.RestartPayloadServer(); err != nil {
@@ -119,30 +119,30 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 			}
 			// A machine made now boots from the new server's index.
 			size[i] = min(size[i]+1, 4)
-			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
+			stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
 		case 10:
 			what = "fault: the API server gone for 5s, then a scale-up"
 			st.CutAPIServer(5 * time.Second)
 			// Issued while the controller cannot see it: it must act on it
 			// once its watches are back.
 			size[i] = min(size[i]+1, 4)
-			update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
+			stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Replicas = ptr.To(int32(size[i])) })
 		}
 		t.Logf("step %d: pool %d: %s", step, i, what)
 		for j, q := range pools {
 			before := states[j]
-			states[j] = waitFor(t, q, rolloutTimeout, fmt.Sprintf("step %d (%s): pool %d settled", step, what, j), func(s state) bool {
-				if !settled(size[j])(s) {
+			states[j] = st.WaitForPool(t, q, stack.RolloutTimeout, fmt.Sprintf("step %d (%s): pool %d settled", step, what, j), func(s stack.PoolState) bool {
+				if !stack.PoolSettled(size[j])(s) {
 					return false
 				}
 				if j == replace {
-					return s.machines.Intersection(before.machines).Len() == 0
+					return s.Machines.Intersection(before.Machines).Len() == 0
 				}
 				return true
 			})
-			if j != replace && !keptMachines(before.machines, states[j].machines) {
+			if j != replace && !keptMachines(before.Machines, states[j].Machines) {
 				t.Fatalf("step %d (%s): pool %d lost machines it did not ask to replace: before %d, after %d, kept %d",
-					step, what, j, before.machines.Len(), states[j].machines.Len(), before.machines.Intersection(states[j].machines).Len())
+					step, what, j, before.Machines.Len(), states[j].Machines.Len(), before.Machines.Intersection(states[j].Machines).Len())
 			}
 		}
 		if restore != nil {
@@ -152,12 +152,12 @@ func TestRandomChangesReplaceMachinesOnlyWhenAsked(t *testing.T) {
 		// The history says what happened: one more record for a rollout
 		// (with its initiator), none otherwise.
 		if replace >= 0 {
-			e := lastRecord(t, p, initiator, "Complete")
+			e := st.LastRecord(t, p, initiator, "Complete")
 			// The controller keeps 10 revisions (--history-limit).
-			if h := historyOf(t, p); len(h) != min(records+1, 10) || h[len(h)-1].Revision != e.Revision {
+			if h := st.HistoryOf(t, p); len(h) != min(records+1, 10) || h[len(h)-1].Revision != e.Revision {
 				t.Fatalf("step %d (%s): %d records after %d, want exactly one more", step, what, len(h), records)
 			}
-		} else if h := historyOf(t, p); len(h) != records {
+		} else if h := st.HistoryOf(t, p); len(h) != records {
 			t.Fatalf("step %d (%s): a change that replaced nothing added %d history records", step, what, len(h)-records)
 		}
 	}

@@ -3,7 +3,7 @@
 // (test/harness), the payload server over HTTPS with a test CA, the
 // management config, the NodePool controller in its own manager and the sim
 // provider, whose machines really fetch their payload and register Nodes.
-// test/integration and test/cli start it from their TestMain.
+// test/integration, test/gates and test/cli start it from their TestMain.
 package stack
 
 import (

@@ -1,4 +1,4 @@
-package integration
+package gates
 
 import (
 	"context"
@@ -28,15 +28,15 @@ import (
 // healthPool is a pool of n machines with spec.management.health.
 func healthPool(t *testing.T, n int32, h nodepoolv1.Health) *nodepoolv1.NodePool {
 	t.Helper()
-	return newPoolWith(t, "workers", n, func(_ string, p *nodepoolv1.NodePool) { p.Spec.Management.Health = &h })
+	return st.NewPoolWith(t, "workers", n, func(_ string, p *nodepoolv1.NodePool) { p.Spec.Management.Health = &h })
 }
 
 // rollOutBadPayload adds a user config whose nodes turn NotReady 5s after
 // they boot: an owner change to a bad payload.
 func rollOutBadPayload(t *testing.T, p *nodepoolv1.NodePool) {
 	t.Helper()
-	mustCreate(t, stack.ConfigMap(p.Namespace, "bad", sim.FailAfterConfig(5*time.Second)))
-	update(t, p, func(p *nodepoolv1.NodePool) {
+	st.MustCreate(t, stack.ConfigMap(p.Namespace, "bad", sim.FailAfterConfig(5*time.Second)))
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 		p.Spec.Config = append(p.Spec.Config, nodepoolv1.LocalObjectReference{Name: "bad"})
 	})
 }
@@ -61,20 +61,20 @@ func gateOf(m *clusterv1.Machine) *metav1.Condition {
 func TestACanaryOnABadPayloadHaltsTheRolloutAndTouchesNoOtherMachine(t *testing.T) {
 	t.Parallel() // its own namespace and pools; no shared setting changes
 	p := healthPool(t, 3, nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: 30 * time.Second}})
-	before := waitFor(t, p, rolloutTimeout, "3 ready nodes, every gate True", func(s state) bool {
-		return settled(3)(s) && gatesTrue(t, p) == 3
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "3 ready nodes, every gate True", func(s stack.PoolState) bool {
+		return stack.PoolSettled(3)(s) && gatesTrue(t, p) == 3
 	})
 	rollOutBadPayload(t, p)
-	halted := waitFor(t, p, rolloutTimeout, "RolloutHealthy False, RolloutHalted, naming the canary", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	halted := st.WaitForPool(t, p, stack.RolloutTimeout, "RolloutHealthy False, RolloutHalted, naming the canary", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonRolloutHalted && strings.Contains(c.Message, "Ready=False")
 	})
-	holdsFor(t, p, 20*time.Second, "the 3 old machines kept, exactly one new machine", func(s state) bool {
-		return s.machines.IsSuperset(before.machines) && s.machines.Len() == 4
+	st.HoldsFor(t, p, 20*time.Second, "the 3 old machines kept, exactly one new machine", func(s stack.PoolState) bool {
+		return s.Machines.IsSuperset(before.Machines) && s.Machines.Len() == 4
 	})
 	var failed []string
 	for _, m := range poolMachines(t, p) {
-		if before.machines.Has(string(m.UID)) {
+		if before.Machines.Has(string(m.UID)) {
 			if g := gateOf(&m); g == nil || g.Status != metav1.ConditionTrue {
 				t.Errorf("old machine %s has gate %v, want True", m.Name, g)
 			}
@@ -85,20 +85,20 @@ func TestACanaryOnABadPayloadHaltsTheRolloutAndTouchesNoOtherMachine(t *testing.
 		}
 		failed = append(failed, m.Name)
 	}
-	c := condition(halted.pool, nodepoolv1.ConditionRolloutHealthy)
+	c := stack.Condition(halted.Pool, nodepoolv1.ConditionRolloutHealthy)
 	if len(failed) != 1 || !strings.Contains(c.Message, failed[0]) {
 		t.Errorf("RolloutHealthy %q does not name the one new machine %v", c.Message, failed)
 	}
 	t.Logf("halted: %s", c.Message)
 
 	// A new owner change supersedes the halted rollout.
-	mustCreate(t, stack.ConfigMap(p.Namespace, "chrony2", stack.Chrony("ntp.corp.example")))
-	update(t, p, func(p *nodepoolv1.NodePool) {
+	st.MustCreate(t, stack.ConfigMap(p.Namespace, "chrony2", stack.Chrony("ntp.corp.example")))
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
 		p.Spec.Config = []nodepoolv1.LocalObjectReference{{Name: "chrony2"}}
 		p.Spec.Management.Health.CanarySoak = &metav1.Duration{Duration: time.Second}
 	})
-	waitFor(t, p, 3*rolloutTimeout, "every machine replaced by a healthy one, RolloutHealthy True", func(s state) bool {
-		return settled(3)(s) && s.machines.Intersection(before.machines).Len() == 0 && isTrue(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	st.WaitForPool(t, p, 3*stack.RolloutTimeout, "every machine replaced by a healthy one, RolloutHealthy True", func(s stack.PoolState) bool {
+		return stack.PoolSettled(3)(s) && s.Machines.Intersection(before.Machines).Len() == 0 && stack.IsTrue(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 	})
 }
 
@@ -117,23 +117,23 @@ func gatesTrue(t *testing.T, p *nodepoolv1.NodePool) int {
 func TestRollbackReturnsEveryMachineToThePreviousPayloadAndRecordsIt(t *testing.T) {
 	t.Parallel() // its own namespace and pools; no shared setting changes
 	p := healthPool(t, 3, nodepoolv1.Health{CanarySoak: &metav1.Duration{Duration: 30 * time.Second}, FailurePolicy: nodepoolv1.FailurePolicyRollback})
-	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", func(s state) bool { return settled(3)(s) && gatesTrue(t, p) == 3 })
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "3 ready nodes", func(s stack.PoolState) bool { return stack.PoolSettled(3)(s) && gatesTrue(t, p) == 3 })
 	rollOutBadPayload(t, p)
-	waitFor(t, p, rolloutTimeout, "RolloutHealthy False, RollingBack", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	st.WaitForPool(t, p, stack.RolloutTimeout, "RolloutHealthy False, RollingBack", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonRollingBack
 	})
-	after := waitFor(t, p, rolloutTimeout, "every machine on the previous payload, the failed machine gone", func(s state) bool {
-		return settled(3)(s) && s.onlyPayload() == before.onlyPayload() && s.machines.Len() == 3
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "every machine on the previous payload, the failed machine gone", func(s stack.PoolState) bool {
+		return stack.PoolSettled(3)(s) && s.OnlyPayload() == before.OnlyPayload() && s.Machines.Len() == 3
 	})
-	if !after.machines.Equal(before.machines) {
-		t.Errorf("the rollback replaced machines that ran the previous payload: before %v, after %v", sets.List(before.machines), sets.List(after.machines))
+	if !after.Machines.Equal(before.Machines) {
+		t.Errorf("the rollback replaced machines that ran the previous payload: before %v, after %v", sets.List(before.Machines), sets.List(after.Machines))
 	}
-	c := condition(after.pool, nodepoolv1.ConditionRolloutHealthy)
+	c := stack.Condition(after.Pool, nodepoolv1.ConditionRolloutHealthy)
 	if c.Status != metav1.ConditionFalse || c.Reason != nodepoolv1.ReasonRolloutHalted {
 		t.Errorf("after the rollback RolloutHealthy = %s/%s (%s), want False/%s", c.Status, c.Reason, c.Message, nodepoolv1.ReasonRolloutHalted)
 	}
-	entries := historyOf(t, p)
+	entries := st.HistoryOf(t, p)
 	if len(entries) != 3 {
 		t.Fatalf("history has %d revisions, want 3 (create, the failed rollout, the rollback): %+v", len(entries), entries)
 	}
@@ -147,8 +147,8 @@ func TestRollbackReturnsEveryMachineToThePreviousPayloadAndRecordsIt(t *testing.
 	if back.Outcome != history.OutcomeComplete {
 		t.Errorf("the rollback's outcome is %q, want %s", back.Outcome, history.OutcomeComplete)
 	}
-	holdsFor(t, p, 10*time.Second, "the failed configuration is not tried again", func(s state) bool {
-		return s.machines.Equal(before.machines)
+	st.HoldsFor(t, p, 10*time.Second, "the failed configuration is not tried again", func(s stack.PoolState) bool {
+		return s.Machines.Equal(before.Machines)
 	})
 }
 
@@ -157,14 +157,14 @@ func TestAHealthyGatedRolloutSoaksEveryMachineWithinTheSurgeBounds(t *testing.T)
 	const canarySoak, soak = 8 * time.Second, 4 * time.Second
 	p := healthPool(t, 3, nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)),
 		CanarySoak: &metav1.Duration{Duration: canarySoak}, Soak: &metav1.Duration{Duration: soak}})
-	before := waitFor(t, p, rolloutTimeout, "3 ready nodes", func(s state) bool { return settled(3)(s) && gatesTrue(t, p) == 3 })
-	mustCreate(t, stack.ConfigMap(p.Namespace, "chrony2", stack.Chrony("ntp.corp.example")))
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Config = []nodepoolv1.LocalObjectReference{{Name: "chrony2"}} })
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "3 ready nodes", func(s stack.PoolState) bool { return stack.PoolSettled(3)(s) && gatesTrue(t, p) == 3 })
+	st.MustCreate(t, stack.ConfigMap(p.Namespace, "chrony2", stack.Chrony("ntp.corp.example")))
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Config = []nodepoolv1.LocalObjectReference{{Name: "chrony2"}} })
 
 	// maxSurge 1, maxUnavailable 0 (the defaults): at every sample at most
 	// 4 machines exist and at least 3 are available.
 	samples, most, fewest := 0, 0, 3
-	deadline := time.Now().Add(3 * rolloutTimeout)
+	deadline := time.Now().Add(3 * stack.RolloutTimeout)
 	for {
 		ms := poolMachines(t, p)
 		live, available := 0, 0
@@ -182,11 +182,11 @@ func TestAHealthyGatedRolloutSoaksEveryMachineWithinTheSurgeBounds(t *testing.T)
 		if live > 4 || available < 3 {
 			t.Fatalf("sample %d: %d machines, %d available; maxSurge 1 and maxUnavailable 0 allow at most 4 and at least 3", samples, live, available)
 		}
-		if s := observe(t, p); settled(3)(s) && s.machines.Intersection(before.machines).Len() == 0 {
+		if s := st.Observe(t, p); stack.PoolSettled(3)(s) && s.Machines.Intersection(before.Machines).Len() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the rollout did not complete: %s", observe(t, p))
+			t.Fatalf("the rollout did not complete: %s", st.Observe(t, p))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -224,19 +224,19 @@ func TestAMachineThatNeverBootsExceedsTheProgressDeadline(t *testing.T) {
 	t.Parallel() // its own namespace and pools; no shared setting changes
 	const deadline = 15 * time.Second
 	p := healthPool(t, 2, nodepoolv1.Health{ProgressDeadline: &metav1.Duration{Duration: deadline}})
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", func(s state) bool { return settled(2)(s) && gatesTrue(t, p) == 2 })
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", func(s stack.PoolState) bool { return stack.PoolSettled(2)(s) && gatesTrue(t, p) == 2 })
 	if err := simtest.CreateMachineTemplate(context.Background(), env.Client, p.Namespace, "broken", simv1.SimMachineSpec{FailBoot: true}); err != nil {
 		t.Fatal(err)
 	}
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.InfrastructureTemplateRef = templateRef("broken") })
-	s := waitFor(t, p, rolloutTimeout, "RolloutHealthy False, ProgressDeadlineExceeded", func(s state) bool {
-		c := condition(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.InfrastructureTemplateRef = stack.TemplateRef("broken") })
+	s := st.WaitForPool(t, p, stack.RolloutTimeout, "RolloutHealthy False, ProgressDeadlineExceeded", func(s stack.PoolState) bool {
+		c := stack.Condition(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 		return c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonProgressDeadlineExceeded
 	})
-	c := condition(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	c := stack.Condition(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 	var created time.Time
 	for _, m := range poolMachines(t, p) {
-		if !before.machines.Has(string(m.UID)) {
+		if !before.Machines.Has(string(m.UID)) {
 			created = m.CreationTimestamp.Time
 			if !strings.Contains(c.Message, m.Name) {
 				t.Errorf("RolloutHealthy %q does not name the new machine %s", c.Message, m.Name)
@@ -250,32 +250,32 @@ func TestAMachineThatNeverBootsExceedsTheProgressDeadline(t *testing.T) {
 		t.Errorf("reported %s after the deadline, want within one reconcile (%s)", late, rollout.RolloutPollInterval)
 	}
 	t.Logf("progress deadline reported %s after it passed: %s", late, c.Message)
-	holdsFor(t, p, 5*time.Second, "the old machines kept", func(s state) bool { return s.machines.IsSuperset(before.machines) })
+	st.HoldsFor(t, p, 5*time.Second, "the old machines kept", func(s stack.PoolState) bool { return s.Machines.IsSuperset(before.Machines) })
 }
 
 func TestEnablingTheHealthGateReplacesNoMachine(t *testing.T) {
 	t.Parallel() // its own namespace and pools; no shared setting changes
-	p := newPool(t, "workers", 2)
-	before := waitFor(t, p, rolloutTimeout, "2 ready nodes", settled(2))
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.Health = &nodepoolv1.Health{} })
-	waitFor(t, p, rolloutTimeout, "every machine gated, its gate True, the pool ready", func(s state) bool {
+	p := st.NewPool(t, "workers", 2)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.Health = &nodepoolv1.Health{} })
+	st.WaitForPool(t, p, stack.RolloutTimeout, "every machine gated, its gate True, the pool ready", func(s stack.PoolState) bool {
 		gated := 0
 		for _, m := range poolMachines(t, p) {
 			if len(m.Spec.ReadinessGates) == 1 && m.Spec.ReadinessGates[0].ConditionType == nodepoolv1.HealthGateCondition {
 				gated++
 			}
 		}
-		return gated == 2 && gatesTrue(t, p) == 2 && settled(2)(s) && isTrue(s.pool, nodepoolv1.ConditionRolloutHealthy)
+		return gated == 2 && gatesTrue(t, p) == 2 && stack.PoolSettled(2)(s) && stack.IsTrue(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 	})
-	holdsFor(t, p, 10*time.Second, "no machine replaced", func(s state) bool { return s.machines.Equal(before.machines) })
-	update(t, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.Health = nil })
-	waitFor(t, p, rolloutTimeout, "the gate gone from every machine", func(s state) bool {
+	st.HoldsFor(t, p, 10*time.Second, "no machine replaced", func(s stack.PoolState) bool { return s.Machines.Equal(before.Machines) })
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) { p.Spec.Management.Health = nil })
+	st.WaitForPool(t, p, stack.RolloutTimeout, "the gate gone from every machine", func(s stack.PoolState) bool {
 		for _, m := range poolMachines(t, p) {
 			if len(m.Spec.ReadinessGates) != 0 {
 				return false
 			}
 		}
-		return settled(2)(s)
+		return stack.PoolSettled(2)(s)
 	})
-	holdsFor(t, p, 5*time.Second, "no machine replaced", func(s state) bool { return s.machines.Equal(before.machines) })
+	st.HoldsFor(t, p, 5*time.Second, "no machine replaced", func(s stack.PoolState) bool { return s.Machines.Equal(before.Machines) })
 }

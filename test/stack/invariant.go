@@ -1,14 +1,14 @@
-package integration
+package stack
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -20,21 +20,26 @@ import (
 	"nodepool.dev/nodepool/test/harness"
 )
 
-// referenceChecker watches every deletion of a pool's Secret and records a
+// ReferenceChecker watches every deletion of a pool's Secret and records a
 // violation when a MachineDeployment, MachineSet or Machine still references
-// it as bootstrap data. It runs through every test.
-type referenceChecker struct {
+// it as bootstrap data. A suite starts it in its TestMain's setup (Start)
+// and passes Check to Main, so it runs through every test.
+type ReferenceChecker struct {
 	mu    sync.Mutex
 	found []string
 }
 
-func startReferenceChecker(env *harness.Env) *referenceChecker {
-	rc := &referenceChecker{}
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	w, err := cs.CoreV1().Secrets("").Watch(env.Context(), listOptions(nodepoolv1.LabelPool))
+// Start watches the pools' Secrets on env until env stops. A watch that
+// cannot start is a violation: the suite fails rather than check nothing.
+func (rc *ReferenceChecker) Start(env *harness.Env) error {
+	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
-		rc.found = append(rc.found, "cannot watch Secrets: "+err.Error())
-		return rc
+		return err
+	}
+	w, err := cs.CoreV1().Secrets("").Watch(env.Context(), metav1.ListOptions{LabelSelector: nodepoolv1.LabelPool})
+	if err != nil {
+		rc.record("cannot watch Secrets: " + err.Error())
+		return nil
 	}
 	go func() {
 		for ev := range w.ResultChan() {
@@ -46,19 +51,34 @@ func startReferenceChecker(env *harness.Env) *referenceChecker {
 				continue
 			}
 			if ref := referencedBy(env.Context(), env.Client, s); ref != "" {
-				rc.mu.Lock()
-				rc.found = append(rc.found, fmt.Sprintf("%s/%s (used by %s)", s.Namespace, s.Name, ref))
-				rc.mu.Unlock()
+				rc.record(fmt.Sprintf("%s/%s (used by %s)", s.Namespace, s.Name, ref))
 			}
 		}
 	}()
-	return rc
+	return nil
 }
 
-func (rc *referenceChecker) violations() []string {
+func (rc *ReferenceChecker) record(v string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.found = append(rc.found, v)
+}
+
+// Violations are the Secrets deleted while referenced, so far.
+func (rc *ReferenceChecker) Violations() []string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return append([]string(nil), rc.found...)
+}
+
+// Check is Main's check: a violation turns the tests' exit code into a
+// failure.
+func (rc *ReferenceChecker) Check(code int) int {
+	if v := rc.Violations(); len(v) > 0 {
+		fmt.Fprintln(os.Stderr, "INVARIANT VIOLATED: Secrets deleted while referenced:", v)
+		return 1
+	}
+	return code
 }
 
 func referencedBy(ctx context.Context, c client.Client, s *corev1.Secret) string {
@@ -91,10 +111,4 @@ func referencedBy(ctx context.Context, c client.Client, s *corev1.Secret) string
 		}
 	}
 	return ""
-}
-
-var _ runtime.Object = &corev1.Secret{}
-
-func listOptions(labelExists string) metav1.ListOptions {
-	return metav1.ListOptions{LabelSelector: labelExists}
 }

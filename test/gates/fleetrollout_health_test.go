@@ -1,4 +1,4 @@
-package integration
+package gates
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func breakNewMachines(t *testing.T, p *nodepoolv1.NodePool, old, broken sets.Set
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, sm); err != nil {
 			continue // not created yet
 		}
-		update(t, sm, func(sm *simv1.SimMachine) {
+		stack.Update(t, env.Client, sm, func(sm *simv1.SimMachine) {
 			if sm.Annotations == nil {
 				sm.Annotations = map[string]string{}
 			}
@@ -63,14 +63,14 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 	pools := newFleetPools(t, label, 6, 6)
 	// Waves: pool-00; pool-01, pool-02; pool-03 to pool-05.
 	bad, wave3 := pools[1], pools[3:]
-	update(t, bad, func(p *nodepoolv1.NodePool) {
+	stack.Update(t, env.Client, bad, func(p *nodepoolv1.NodePool) {
 		p.Spec.Management.Health = &nodepoolv1.Health{
 			CanarySoak:       &metav1.Duration{Duration: time.Minute},
 			ProgressDeadline: &metav1.Duration{Duration: time.Minute},
 		}
 	})
-	before := waitFor(t, bad, fleetTimeout, "the gated pool settled, RolloutHealthy True", func(s state) bool {
-		return settled(1)(s) && gatesTrue(t, bad) == 1 && isTrue(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	before := st.WaitForPool(t, bad, fleetTimeout, "the gated pool settled, RolloutHealthy True", func(s stack.PoolState) bool {
+		return stack.PoolSettled(1)(s) && gatesTrue(t, bad) == 1 && stack.IsTrue(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 	})
 	bumpPlatform(t, pools)
 
@@ -82,7 +82,7 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 	// fleet rollout halts.
 	broken := sets.New[string]()
 	halted := stack.WaitFor(t, 5*time.Minute, "the fleet rollout halted", func() *nodepoolv1.FleetRollout {
-		breakNewMachines(t, bad, before.machines, broken)
+		breakNewMachines(t, bad, before.Machines, broken)
 		return readFleetRollout(t, fr)
 	}, phaseIs(nodepoolv1.FleetPhaseHalted), func(fr *nodepoolv1.FleetRollout) string {
 		var gates []string
@@ -90,12 +90,12 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 			g := gateOf(&m)
 			gates = append(gates, fmt.Sprintf("%s broken=%v gate=%+v", m.Name, broken.Has(string(m.UID)), g))
 		}
-		return describeFleet(fr) + "; bad pool: " + conditions(observe(t, bad).pool) + "; machines: " + strings.Join(gates, ", ")
+		return describeFleet(fr) + "; bad pool: " + stack.Conditions(st.Observe(t, bad).Pool) + "; machines: " + strings.Join(gates, ", ")
 	})
 	if broken.Len() != 1 {
 		t.Fatalf("broke %d new machines of %s, want 1", broken.Len(), bad.Name)
 	}
-	c := condition(observe(t, bad).pool, nodepoolv1.ConditionRolloutHealthy)
+	c := stack.Condition(st.Observe(t, bad).Pool, nodepoolv1.ConditionRolloutHealthy)
 	if c.Status != metav1.ConditionFalse || (c.Reason != nodepoolv1.ReasonRolloutHalted && c.Reason != nodepoolv1.ReasonProgressDeadlineExceeded) {
 		t.Fatalf("the bad pool's RolloutHealthy: %+v", c)
 	}
@@ -112,37 +112,37 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 	t.Logf("halted: %s", halted.Status.Message)
 
 	// No pool of wave 3 is touched while halted.
-	untouched := func(s state) bool {
-		return s.pool.Annotations[nodepoolv1.AnnotationFleetRollout] == "" && s.pool.Annotations[rollout.AnnotationApplyPending] == "" && s.pool.Status.Updating == ""
+	untouched := func(s stack.PoolState) bool {
+		return s.Pool.Annotations[nodepoolv1.AnnotationFleetRollout] == "" && s.Pool.Annotations[rollout.AnnotationApplyPending] == "" && s.Pool.Status.Updating == ""
 	}
 	for _, p := range wave3 {
-		holdsFor(t, p, 3*time.Second, "a pool of wave 3 untouched while halted", untouched)
+		st.HoldsFor(t, p, 3*time.Second, "a pool of wave 3 untouched while halted", untouched)
 	}
 
 	// The owner fixes the pool: a new owner change (which also shortens
 	// the canary soak) supersedes the halted rollout; its machine is
 	// healthy. The halt stays after the pool recovered.
-	mustCreate(t, stack.ConfigMap(bad.Namespace, "chrony-fixed", stack.Chrony("ntp.corp.example")))
-	update(t, bad, func(p *nodepoolv1.NodePool) {
+	st.MustCreate(t, stack.ConfigMap(bad.Namespace, "chrony-fixed", stack.Chrony("ntp.corp.example")))
+	stack.Update(t, env.Client, bad, func(p *nodepoolv1.NodePool) {
 		p.Spec.Config = []nodepoolv1.LocalObjectReference{{Name: "chrony-fixed"}}
 		p.Spec.Management.Health.CanarySoak = &metav1.Duration{Duration: time.Second}
 	})
-	waitFor(t, bad, fleetTimeout, "the fixed pool settled on a new healthy machine, RolloutHealthy True", func(s state) bool {
-		return settled(1)(s) && s.machines.Intersection(before.machines).Len() == 0 && s.machines.Intersection(broken).Len() == 0 &&
-			isTrue(s.pool, nodepoolv1.ConditionRolloutHealthy)
+	st.WaitForPool(t, bad, fleetTimeout, "the fixed pool settled on a new healthy machine, RolloutHealthy True", func(s stack.PoolState) bool {
+		return stack.PoolSettled(1)(s) && s.Machines.Intersection(before.Machines).Len() == 0 && s.Machines.Intersection(broken).Len() == 0 &&
+			stack.IsTrue(s.Pool, nodepoolv1.ConditionRolloutHealthy)
 	})
 	still := readFleetRollout(t, fr)
 	if still.Status.Phase != nodepoolv1.FleetPhaseHalted {
 		t.Fatalf("the halt did not stay after the pool recovered: %s", describeFleet(still))
 	}
 	for _, p := range wave3 {
-		if s := observe(t, p); !untouched(s) || len(fleetRecords(t, p, fr)) != 0 {
+		if s := st.Observe(t, p); !untouched(s) || len(fleetRecords(t, p, fr)) != 0 {
 			t.Fatalf("pool %s of wave 3 was touched before the resume: %s", p.Name, s)
 		}
 	}
 
 	// The resume: the rollout continues to the end.
-	update(t, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.ResumedAt = &metav1.Time{Time: time.Now()} })
+	stack.Update(t, env.Client, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.ResumedAt = &metav1.Time{Time: time.Now()} })
 	done := waitForFleet(t, fr, fleetTimeout, "complete after the resume", phaseIs(nodepoolv1.FleetPhaseComplete))
 	if w := done.Status.Waves; len(w) != 3 || w[0].Done != 1 || w[1].Done != 2 || w[2].Done != 3 || done.Status.HaltedAt != nil {
 		t.Fatalf("after the resume: %s", describeFleet(done))
@@ -167,9 +167,9 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 		if len(recs) != 1 || recs[0].Outcome != want || sp.State != nodepoolv1.FleetPoolDone {
 			t.Fatalf("pool %s: state %s, fleet records %+v; want exactly one, %s", p.Name, sp.State, recs, want)
 		}
-		s := observe(t, p)
-		if !settled(1)(s) || isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) || s.pool.Annotations[nodepoolv1.AnnotationFleetRollout] != "" {
-			t.Fatalf("pool %s not settled without drift and released: %s; conditions: %s", p.Name, s, conditions(s.pool))
+		s := st.Observe(t, p)
+		if !stack.PoolSettled(1)(s) || stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) || s.Pool.Annotations[nodepoolv1.AnnotationFleetRollout] != "" {
+			t.Fatalf("pool %s not settled without drift and released: %s; conditions: %s", p.Name, s, stack.Conditions(s.Pool))
 		}
 	}
 	// Wave 3 started only after the resume.

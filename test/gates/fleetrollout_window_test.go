@@ -1,4 +1,4 @@
-package integration
+package gates
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // A fleet rollout over a pool outside its maintenance window waits for the
@@ -23,12 +24,12 @@ func TestAFleetRolloutWaitsForAPoolsWindowAndSkipsAPausedPoolWhenAskedTo(t *test
 	pools := newFleetPools(t, label, 3, 3)
 	opens := time.Now().UTC().Truncate(time.Minute).Add(2 * time.Minute)
 	windowed, paused := pools[1], pools[2]
-	update(t, windowed, func(p *nodepoolv1.NodePool) {
+	stack.Update(t, env.Client, windowed, func(p *nodepoolv1.NodePool) {
 		p.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{{
 			Schedule: fmt.Sprintf("%d %d * * *", opens.Minute(), opens.Hour()), Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "UTC"}}}
 	})
-	waitFor(t, windowed, time.Minute, "outside its window", reasonOf(nodepoolv1.ConditionMaintenanceWindow, nodepoolv1.ReasonOutsideMaintenanceWindow))
-	update(t, paused, func(p *nodepoolv1.NodePool) { p.Labels["fleet-paused"] = "yes"; p.Spec.Management.PausedUntil = "true" })
+	st.WaitForPool(t, windowed, time.Minute, "outside its window", reasonOf(nodepoolv1.ConditionMaintenanceWindow, nodepoolv1.ReasonOutsideMaintenanceWindow))
+	stack.Update(t, env.Client, paused, func(p *nodepoolv1.NodePool) { p.Labels["fleet-paused"] = "yes"; p.Spec.Management.PausedUntil = "true" })
 
 	// Wait: the pools of the rollout but the paused one.
 	waiting := newFleetRollout(t, label, func(fr *nodepoolv1.FleetRollout) {

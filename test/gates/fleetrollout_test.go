@@ -1,4 +1,4 @@
-package integration
+package gates
 
 import (
 	"context"
@@ -44,25 +44,25 @@ func newFleetPools(t *testing.T, label string, n, perNamespace int) []*nodepoolv
 			if err := env.Client.Update(ctx, nsObj); err != nil {
 				t.Fatal(err)
 			}
-			createCluster(t, ns, clusterName)
-			createTemplate(t, ns, "small")
-			mustCreate(t, stack.ConfigMap(ns, "chrony", stack.Chrony("time.corp.example")))
+			st.MustCreateCluster(t, ns, stack.ClusterName)
+			st.MustCreateTemplate(t, ns, "small")
+			st.MustCreate(t, stack.ConfigMap(ns, "chrony", stack.Chrony("time.corp.example")))
 		}
 		p := &nodepoolv1.NodePool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("pool-%02d", i), Labels: map[string]string{"fleet": label}},
 			Spec: nodepoolv1.NodePoolSpec{
-				ClusterName:               clusterName,
+				ClusterName:               stack.ClusterName,
 				Replicas:                  ptr.To[int32](1),
 				Release:                   nodepoolv1.Release{Version: "v1.36.3"},
 				Config:                    []nodepoolv1.LocalObjectReference{{Name: "chrony"}},
-				InfrastructureTemplateRef: templateRef("small"),
+				InfrastructureTemplateRef: stack.TemplateRef("small"),
 			},
 		}
-		mustCreate(t, p)
+		st.MustCreate(t, p)
 		pools = append(pools, p)
 	}
 	for _, p := range pools {
-		waitFor(t, p, fleetTimeout, "the pool settled with 1 machine", settled(1))
+		st.WaitForPool(t, p, fleetTimeout, "the pool settled with 1 machine", stack.PoolSettled(1))
 	}
 	return pools
 }
@@ -71,11 +71,11 @@ func newFleetPools(t *testing.T, label string, n, perNamespace int) []*nodepoolv
 // pending drift, and waits until the pools report it.
 func bumpPlatform(t *testing.T, pools []*nodepoolv1.NodePool) {
 	t.Helper()
-	setManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + freshDigest() + "\n"
+	st.SetManagementConfig(t, func(string) string {
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + stack.FreshDigest() + "\n"
 	})
 	for _, p := range pools {
-		waitFor(t, p, 2*time.Minute, "drift reported", func(s state) bool { return isTrue(s.pool, nodepoolv1.ConditionConfigUpdatePending) })
+		st.WaitForPool(t, p, 2*time.Minute, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
 	}
 }
 
@@ -92,7 +92,7 @@ func newFleetRollout(t *testing.T, label string, edit func(*nodepoolv1.FleetRoll
 	if edit != nil {
 		edit(fr)
 	}
-	mustCreate(t, fr)
+	st.MustCreate(t, fr)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), fr) })
 	return fr
 }
@@ -127,7 +127,7 @@ func phaseIs(p nodepoolv1.FleetRolloutPhase) func(*nodepoolv1.FleetRollout) bool
 func fleetRecords(t *testing.T, p *nodepoolv1.NodePool, fr *nodepoolv1.FleetRollout) []history.Entry {
 	t.Helper()
 	var out []history.Entry
-	for _, e := range historyOf(t, p) {
+	for _, e := range st.HistoryOf(t, p) {
 		if e.Initiator == nodepoolv1.FleetRolloutInitiator(fr.Name) {
 			out = append(out, e)
 		}
@@ -140,12 +140,12 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 	pools := newFleetPools(t, label, 21, 7)
 	// A pool of the label in a namespace the namespace selector does not
 	// select stays out.
-	outside := newPoolWith(t, "outside", 1, func(_ string, p *nodepoolv1.NodePool) { p.Labels = map[string]string{"fleet": label} })
-	waitFor(t, outside, fleetTimeout, "settled", settled(1))
+	outside := st.NewPoolWith(t, "outside", 1, func(_ string, p *nodepoolv1.NodePool) { p.Labels = map[string]string{"fleet": label} })
+	st.WaitForPool(t, outside, fleetTimeout, "settled", stack.PoolSettled(1))
 	bumpPlatform(t, append(pools, outside))
-	before := map[string]state{}
+	before := map[string]stack.PoolState{}
 	for _, p := range pools {
-		before[p.Namespace+"/"+p.Name] = observe(t, p)
+		before[p.Namespace+"/"+p.Name] = st.Observe(t, p)
 	}
 
 	fr := newFleetRollout(t, label, func(fr *nodepoolv1.FleetRollout) {
@@ -189,8 +189,8 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 			completed[sp.Wave] = c
 		}
 		started[sp.Wave] = append(started[sp.Wave], recs[0].Started)
-		s := observe(t, p)
-		if !settled(1)(s) || s.machines.Intersection(before[p.Namespace+"/"+p.Name].machines).Len() != 0 {
+		s := st.Observe(t, p)
+		if !stack.PoolSettled(1)(s) || s.Machines.Intersection(before[p.Namespace+"/"+p.Name].Machines).Len() != 0 {
 			t.Fatalf("pool %s: machine not replaced: %s", p.Name, s)
 		}
 	}
@@ -205,7 +205,7 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 	}
 	// Every pool is released: no fleet-rollout annotation remains.
 	for _, p := range pools {
-		if s := observe(t, p); s.pool.Annotations[nodepoolv1.AnnotationFleetRollout] != "" {
+		if s := st.Observe(t, p); s.Pool.Annotations[nodepoolv1.AnnotationFleetRollout] != "" {
 			t.Fatalf("pool %s still carries the fleet-rollout annotation", p.Name)
 		}
 	}
@@ -242,13 +242,13 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 		time.Sleep(time.Second)
 	}
 
-	update(t, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Paused = false })
+	stack.Update(t, env.Client, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Paused = false })
 	soaking := waitForFleet(t, fr, fleetTimeout, "wave 1 done, soaking", phaseIs(nodepoolv1.FleetPhaseSoaking))
 	first := pools[0]
 	if soaking.Status.Pools[0].Name != first.Name || soaking.Status.Pools[0].State != nodepoolv1.FleetPoolDone {
 		t.Fatalf("wave 1: %+v", soaking.Status.Pools[0])
 	}
-	lastRecord(t, first, nodepoolv1.FleetRolloutInitiator(fr.Name), history.OutcomeComplete)
+	st.LastRecord(t, first, nodepoolv1.FleetRolloutInitiator(fr.Name), history.OutcomeComplete)
 	// The pool it triggered says so in an event naming the fleet rollout.
 	evs := &eventsv1.EventList{}
 	if err := env.Client.List(context.Background(), evs, client.InNamespace(first.Namespace)); err != nil {
@@ -264,13 +264,13 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 		t.Errorf("no %s event on pool %s", nodepoolv1.EventFleetPoolTriggered, first.Name)
 	}
 
-	update(t, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Cancelled = true })
+	stack.Update(t, env.Client, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Cancelled = true })
 	cancelled := waitForFleet(t, fr, time.Minute, "cancelled", phaseIs(nodepoolv1.FleetPhaseCancelled))
 	if cancelled.Status.Waves[1].Skipped != 3 || cancelled.Status.CompletedAt == nil {
 		t.Fatalf("wave 2 after the cancel: %s", describeFleet(cancelled))
 	}
-	holdsFor(t, pools[1], 6*time.Second, "no pool of wave 2 rolls after the cancel", func(s state) bool {
-		return s.pool.Annotations[rollout.AnnotationApplyPending] == "" && s.pool.Status.Updating == ""
+	st.HoldsFor(t, pools[1], 6*time.Second, "no pool of wave 2 rolls after the cancel", func(s stack.PoolState) bool {
+		return s.Pool.Annotations[rollout.AnnotationApplyPending] == "" && s.Pool.Status.Updating == ""
 	})
 	for _, p := range pools[1:] {
 		if recs := fleetRecords(t, p, fr); len(recs) != 0 {
@@ -290,14 +290,14 @@ func TestARestartedControllerResumesAFleetRolloutWithoutRollingAPoolTwice(t *tes
 	waitForFleet(t, fr, fleetTimeout, "wave 2 rolling", func(fr *nodepoolv1.FleetRollout) bool {
 		return fr.Status.CurrentWave == 2 && len(fr.Status.Waves) == 2 && fr.Status.Waves[1].Rolling > 0
 	})
-	restartController(t, settings)
+	st.MustRestartController(t, settings)
 	done := waitForFleet(t, fr, fleetTimeout, "complete after the restart", phaseIs(nodepoolv1.FleetPhaseComplete))
 	for _, p := range pools {
 		recs := fleetRecords(t, p, fr)
 		if len(recs) != 1 || recs[0].Outcome != history.OutcomeComplete {
 			t.Fatalf("pool %s: fleet records %+v, want exactly one, complete; %s", p.Name, recs, describeFleet(done))
 		}
-		holdsFor(t, p, time.Second, "settled on one machine", settled(1))
+		st.HoldsFor(t, p, time.Second, "settled on one machine", stack.PoolSettled(1))
 	}
 	if done.Status.Waves[0].Done != 2 || done.Status.Waves[1].Done != 4 {
 		t.Fatalf("%s", describeFleet(done))
@@ -308,7 +308,7 @@ func TestAPoolLeftAnnotatedByADeletedFleetRolloutIsTakenOverByTheNextOne(t *test
 	const label = "takeover"
 	pools := newFleetPools(t, label, 2, 2)
 	// A fleet rollout deleted while it drove the pool left its name.
-	update(t, pools[0], func(p *nodepoolv1.NodePool) { p.Annotations[nodepoolv1.AnnotationFleetRollout] = "deleted-long-ago" })
+	stack.Update(t, env.Client, pools[0], func(p *nodepoolv1.NodePool) { p.Annotations[nodepoolv1.AnnotationFleetRollout] = "deleted-long-ago" })
 	fr := newFleetRollout(t, label, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Action = nodepoolv1.FleetActionRestart })
 	done := waitForFleet(t, fr, fleetTimeout, "complete", phaseIs(nodepoolv1.FleetPhaseComplete))
 	for _, p := range pools {

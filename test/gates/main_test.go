@@ -1,0 +1,28 @@
+// Package gates runs end-to-end tests of gated rollouts: maintenance
+// windows, health gates, fleet rollouts. They mostly wait (soaks, windows,
+// deadlines), so they run on a stack of their own (test/stack), beside
+// test/integration rather than after it.
+package gates
+
+import (
+	"testing"
+
+	"nodepool.dev/nodepool/internal/controller"
+	"nodepool.dev/nodepool/test/harness"
+	"nodepool.dev/nodepool/test/stack"
+)
+
+var (
+	st       *stack.Stack
+	env      *harness.Env
+	settings controller.Settings
+	// checker fails the suite when a Secret was deleted while referenced.
+	checker stack.ReferenceChecker
+)
+
+func TestMain(m *testing.M) {
+	stack.Main(m, func(s *stack.Stack) error {
+		st, env, settings = s, s.Env, s.Settings
+		return checker.Start(env)
+	}, checker.Check)
+}

@@ -1,0 +1,99 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
+
+// PoolState is what a pool's machines and nodes are, as Cluster API and
+// the workload cluster say, with the pool as last read.
+type PoolState struct {
+	Machines sets.Set[string] // Machine UIDs
+	Payloads map[string]int   // node payload label → count
+	Nodes    int
+	Pool     *nodepoolv1.NodePool
+}
+
+func (s PoolState) String() string {
+	p := Machines{Payloads: s.Payloads}.PayloadCounts()
+	return fmt.Sprintf("%d machines, %d nodes, payloads %v, updating %q", s.Machines.Len(), s.Nodes, p, s.Pool.Status.Updating)
+}
+
+// OnlyPayload returns the payload label all nodes carry, or "".
+func (s PoolState) OnlyPayload() string { return Machines{Payloads: s.Payloads}.OnlyPayload() }
+
+// Observe reads pool p and its machines and nodes.
+func (s *Stack) Observe(t testing.TB, p *nodepoolv1.NodePool) PoolState {
+	t.Helper()
+	ctx := context.Background()
+	out := PoolState{Pool: &nodepoolv1.NodePool{}}
+	if err := s.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), out.Pool); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMachines(ctx, s.Env.Client, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Machines, out.Nodes, out.Payloads = m.UIDs, m.Nodes, m.Payloads
+	return out
+}
+
+// WaitForPool polls until cond holds for the pool's state.
+func (s *Stack) WaitForPool(t testing.TB, p *nodepoolv1.NodePool, timeout time.Duration, what string, cond func(PoolState) bool) PoolState {
+	t.Helper()
+	return WaitFor(t, timeout, what, func() PoolState { return s.Observe(t, p) }, cond,
+		func(s PoolState) string { return s.String() + "; conditions: " + Conditions(s.Pool) })
+}
+
+// HoldsFor asserts that cond holds for the pool's state at every look
+// during d.
+func (s *Stack) HoldsFor(t testing.TB, p *nodepoolv1.NodePool, d time.Duration, what string, cond func(PoolState) bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if ps := s.Observe(t, p); !cond(ps) {
+			t.Fatalf("%s stopped holding: %s; conditions: %s", what, ps, Conditions(ps.Pool))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// PoolSettled: the controller says the pool of n machines is settled
+// (Settled), n machines with nodes exist, all on one payload.
+func PoolSettled(n int) func(PoolState) bool {
+	return func(s PoolState) bool {
+		return Settled(s.Pool, n) && s.Machines.Len() == n && s.Nodes == n && s.OnlyPayload() != ""
+	}
+}
+
+// IsTrue reports whether the pool's condition typ is True.
+func IsTrue(p *nodepoolv1.NodePool, typ string) bool {
+	return meta.IsStatusConditionTrue(p.Status.Conditions, typ)
+}
+
+// Condition is the pool's condition typ, empty when it has none.
+func Condition(p *nodepoolv1.NodePool, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(p.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// Conditions lists the pool's conditions for a failure message.
+func Conditions(p *nodepoolv1.NodePool) string {
+	var out []string
+	for _, c := range p.Status.Conditions {
+		out = append(out, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(out, "; ")
+}
