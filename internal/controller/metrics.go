@@ -13,11 +13,11 @@ import (
 // Metrics of the NodePool controller, on controller-runtime's registry
 // (served at --metrics-bind-address).
 var (
-	pendingDrift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	pendingDrift = newPoolGaugeVec(prometheus.GaugeOpts{
 		Name: "nodepool_pending_management_drift",
 		Help: "1 for each payload component in which a pool's running nodes differ from the latest platform payload.",
 	}, []string{"namespace", "pool", "component"})
-	driftAge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	driftAge = newPoolGaugeVec(prometheus.GaugeOpts{
 		Name: "nodepool_pending_management_drift_age_seconds",
 		Help: "How long each pending management component has been pending.",
 	}, []string{"namespace", "pool", "component"})
@@ -38,7 +38,7 @@ var (
 		Name: "nodepool_inplace_nodes_updated_total",
 		Help: "Nodes of InPlace pools that finished an in-place update.",
 	}, []string{"namespace", "pool"})
-	nodesUpdating = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	nodesUpdating = newPoolGaugeVec(prometheus.GaugeOpts{
 		Name: "nodepool_inplace_nodes_updating",
 		Help: "Nodes of an InPlace pool being updated, by phase (Draining, Updating) and agent state (Degraded, or none).",
 	}, []string{"namespace", "pool", "phase", "state"})
@@ -54,12 +54,11 @@ func init() {
 
 // observeDrift replaces the pool's drift series with its pending rows.
 func observeDrift(pool *nodepoolv1.NodePool, now time.Time) {
-	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
-	pendingDrift.DeletePartialMatch(labels)
-	driftAge.DeletePartialMatch(labels)
+	pendingDrift.reset(pool.Namespace, pool.Name)
+	driftAge.reset(pool.Namespace, pool.Name)
 	for _, row := range pool.Status.PendingManagementChanges {
-		pendingDrift.WithLabelValues(pool.Namespace, pool.Name, row.Component).Set(1)
-		driftAge.WithLabelValues(pool.Namespace, pool.Name, row.Component).Set(now.Sub(row.Since.Time).Seconds())
+		pendingDrift.setTo(1, pool.Namespace, pool.Name, row.Component)
+		driftAge.setTo(now.Sub(row.Since.Time).Seconds(), pool.Namespace, pool.Name, row.Component)
 	}
 }
 
@@ -67,8 +66,11 @@ func forgetPool(pool *nodepoolv1.NodePool) {
 	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, nodesUpdating, nextWindow, driftDeadline, healthPhase, healthFailures} {
+	}{rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, healthFailures} {
 		v.DeletePartialMatch(labels)
+	}
+	for _, v := range []*poolGaugeVec{pendingDrift, driftAge, nodesUpdating, nextWindow, driftDeadline, healthPhase} {
+		v.reset(pool.Namespace, pool.Name)
 	}
 }
 
@@ -93,7 +95,7 @@ func observeInPlace(pool *nodepoolv1.NodePool, in *rollout.InPlace, plan rollout
 	if in == nil {
 		return
 	}
-	nodesUpdating.DeletePartialMatch(prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name})
+	nodesUpdating.reset(pool.Namespace, pool.Name)
 	for _, m := range in.Machines {
 		if m.Phase == "" {
 			continue
@@ -102,7 +104,7 @@ func observeInPlace(pool *nodepoolv1.NodePool, in *rollout.InPlace, plan rollout
 		if m.State == nodepoolv1.UpdateStateDegraded {
 			state = m.State
 		}
-		nodesUpdating.WithLabelValues(pool.Namespace, pool.Name, m.Phase, state).Inc()
+		nodesUpdating.addTo(1, pool.Namespace, pool.Name, m.Phase, state)
 	}
 	for _, a := range plan.NodeActions {
 		if a.Step == rollout.StepFinish {

@@ -10,7 +10,7 @@ import (
 
 // Metrics of the health gate (spec.management.health).
 var (
-	healthPhase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	healthPhase = newPoolGaugeVec(prometheus.GaugeOpts{
 		Name: "nodepool_rollout_health_phase",
 		Help: "1 for the phase of a health-gated pool's rollout (Idle, Canary, Soaking, Rolling, Halted, RollingBack, RolledBack).",
 	}, []string{"namespace", "pool", "phase"})
@@ -27,18 +27,18 @@ func init() {
 // observeHealth sets the pool's health phase and counts a new failure (the
 // plan's Warning event of a RolloutHealthy change).
 func observeHealth(pool *nodepoolv1.NodePool, plan rollout.Plan) {
-	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
-	healthPhase.DeletePartialMatch(labels)
+	healthPhase.reset(pool.Namespace, pool.Name)
 	h := plan.Decision.Health
 	if h == nil {
-		healthFailures.DeletePartialMatch(labels)
+		// Few pools ever fail a gate: this vector stays small to scan.
+		healthFailures.DeletePartialMatch(prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name})
 		return
 	}
 	phase := string(h.Phase)
 	if phase == "" {
 		phase = "Idle"
 	}
-	healthPhase.WithLabelValues(pool.Namespace, pool.Name, phase).Set(1)
+	healthPhase.setTo(1, pool.Namespace, pool.Name, phase)
 	for _, e := range plan.Events {
 		switch e.Reason {
 		case nodepoolv1.ReasonRolloutHalted, nodepoolv1.ReasonProgressDeadlineExceeded, nodepoolv1.ReasonRollingBack:

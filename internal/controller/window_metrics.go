@@ -11,11 +11,11 @@ import (
 
 // Metrics of maintenance windows.
 var (
-	nextWindow = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	nextWindow = newPoolGaugeVec(prometheus.GaugeOpts{
 		Name: "nodepool_maintenance_next_window_seconds",
 		Help: "Seconds until a pool's next maintenance window opens for platform rollouts (0 while one is open), for pools with spec.management.maintenance.",
 	}, []string{"namespace", "pool"})
-	driftDeadline = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	driftDeadline = newPoolGaugeVec(prometheus.GaugeOpts{
 		Name: "nodepool_pending_management_drift_deadline_seconds",
 		Help: "Seconds until each pending management component reaches spec.management.maintenance.driftDeadline (negative once passed: it is applied at the next window).",
 	}, []string{"namespace", "pool", "component"})
@@ -28,21 +28,20 @@ func init() {
 // observeWindow replaces the pool's window series with what its status
 // says now.
 func observeWindow(pool *nodepoolv1.NodePool, now time.Time) {
-	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
-	nextWindow.DeletePartialMatch(labels)
-	driftDeadline.DeletePartialMatch(labels)
+	nextWindow.reset(pool.Namespace, pool.Name)
+	driftDeadline.reset(pool.Namespace, pool.Name)
 	m := pool.Spec.Management.Maintenance
 	if m == nil {
 		return
 	}
 	if st := pool.Status.Maintenance; st != nil && st.NextWindow != nil {
-		nextWindow.WithLabelValues(pool.Namespace, pool.Name).Set(max(0, st.NextWindow.Start.Sub(now).Seconds()))
+		nextWindow.setTo(max(0, st.NextWindow.Start.Sub(now).Seconds()), pool.Namespace, pool.Name)
 	}
 	if m.DriftDeadline == nil {
 		return
 	}
 	for _, row := range pool.Status.PendingManagementChanges {
 		at := row.Since.Add(m.DriftDeadline.Duration)
-		driftDeadline.WithLabelValues(pool.Namespace, pool.Name, row.Component).Set(at.Sub(now).Seconds())
+		driftDeadline.setTo(at.Sub(now).Seconds(), pool.Namespace, pool.Name, row.Component)
 	}
 }
