@@ -40,12 +40,16 @@ const (
 	PoolsEnv = "NODEPOOL_BENCH_POOLS"
 	// OutEnv is the folder of the summary (default bin/bench).
 	OutEnv = "NODEPOOL_BENCH_OUT"
+	// PerNamespaceEnv is how many pools share a namespace (default 1000):
+	// a fleet of 10,000 is ten namespaces, each a Cluster with its pools.
+	PerNamespaceEnv = "NODEPOOL_BENCH_POOLS_PER_NAMESPACE"
 )
 
 // fleetResult is one fleet size's figures (the JSON summary's rows).
 type fleetResult struct {
 	Pools                 int     `json:"pools"`
 	SettleSeconds         float64 `json:"settleSeconds"`
+	SettleCPUSeconds      float64 `json:"settleCPUSeconds"`
 	ResyncSeconds         float64 `json:"resyncSeconds"`
 	ResyncWrites          float64 `json:"resyncWrites"`
 	ResyncRenders         float64 `json:"resyncRenders"`
@@ -119,6 +123,7 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	secs := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + " s" }
 	row("settle (create every pool to Ready)", func(r fleetResult) string { return secs(r.SettleSeconds) })
+	row("  controller CPU in it", func(r fleetResult) string { return secs(r.SettleCPUSeconds) })
 	row("full no-op resync (restart)", func(r fleetResult) string { return secs(r.ResyncSeconds) })
 	row("  API writes / renders / composes in it", func(r fleetResult) string {
 		return fmt.Sprintf("%.0f/%.0f/%.0f", r.ResyncWrites, r.ResyncRenders, r.ResyncComposes)
@@ -244,8 +249,18 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	ctx := context.Background()
 	f, _ := startFleetEnv(b, bin, dir, false)
 	c := f.c
-	const ns = "fleet"
-	poolNamespace(b, c, ns)
+	per := 1000
+	if v := os.Getenv(PerNamespaceEnv); v != "" {
+		var err error
+		if per, err = strconv.Atoi(v); err != nil || per <= 0 {
+			b.Fatalf("%s=%q: want a positive number", PerNamespaceEnv, v)
+		}
+	}
+	nsOf := func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }
+	for i := 0; i < n; i += per {
+		poolNamespace(b, c, nsOf(i))
+	}
+	const ns = "" // every namespace of the fleet
 	res := fleetResult{Pools: n}
 
 	p := f.start(b)
@@ -259,7 +274,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				must(b, c.Create(ctx, fleetPool(ns, fmt.Sprintf("pool-%05d", i), 0, i%2 == 1)))
+				must(b, c.Create(ctx, fleetPool(nsOf(i), fmt.Sprintf("pool-%05d", i), 0, i%2 == 1)))
 			}
 		}()
 	}
@@ -273,6 +288,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 			p.Status.ObservedGeneration == p.Generation
 	})
 	res.SettleSeconds = time.Since(t0).Seconds()
+	res.SettleCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	b.Logf("%d pools settled in %.1f s", n, res.SettleSeconds)
 	quiet(b, p) // Cluster API's last status updates reconciled
 	targets := dataSecretNames(b, c, ns)
@@ -299,7 +315,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	// edit to its MachineDeployment's patch.
 	p = f.start(b)
 	waitReconciles(b, p, 1)
-	res.EditToPatchP50Seconds, res.EditToPatchP99Seconds = editLatencies(b, f.env, ns, n)
+	res.EditToPatchP50Seconds, res.EditToPatchP99Seconds = editLatencies(b, f.env, nsOf, n)
 	waitReconciles(b, p, n)
 
 	// A management bump across the fleet.
@@ -335,12 +351,12 @@ func withVersion(b *testing.B, c client.Client, cm *corev1.ConfigMap) *corev1.Co
 
 // editLatencies edits the surge of 100 Replace pools (even numbers), one
 // every 50 ms, and times each until a watch of MachineDeployments shows it.
-func editLatencies(b *testing.B, env *harness.Env, ns string, n int) (p50, p99 float64) {
+func editLatencies(b *testing.B, env *harness.Env, nsOf func(int) string, n int) (p50, p99 float64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	must(b, err)
-	w, err := wc.Watch(ctx, &clusterv1.MachineDeploymentList{}, client.InNamespace(ns))
+	w, err := wc.Watch(ctx, &clusterv1.MachineDeploymentList{})
 	must(b, err)
 	defer w.Stop()
 	var mu sync.Mutex
@@ -364,9 +380,10 @@ func editLatencies(b *testing.B, env *harness.Env, ns string, n int) (p50, p99 f
 		}
 	}()
 	for i := range edits {
-		name := fmt.Sprintf("pool-%05d", (i*n/edits)&^1)
+		k := (i * n / edits) &^ 1
+		name := fmt.Sprintf("pool-%05d", k)
 		pool := &nodepoolv1.NodePool{}
-		must(b, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pool))
+		must(b, env.Client.Get(ctx, client.ObjectKey{Namespace: nsOf(k), Name: name}, pool))
 		patch := client.MergeFrom(pool.DeepCopy())
 		pool.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(2))
 		mu.Lock()
