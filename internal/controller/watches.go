@@ -72,8 +72,11 @@ func (r *Reconciler) pools(ctx context.Context, namespace string, match func(*no
 	return out
 }
 
-// watchNodes makes the workload cluster's Nodes wake the pool while one of
-// them is being updated in place, so an agent's report is acted on at once.
+// watchNodes makes the workload cluster's Nodes wake their pool while one
+// of them is being updated in place, so an agent's report is acted on at
+// once, and when one turns Ready or stops being Ready: a health gate sees
+// a node that is healthy only for a few seconds (its soak starts, then
+// fails) without waiting for Cluster API to mirror it on the Machine.
 // Watching the same cluster twice is a no-op.
 func (r *Reconciler) watchNodes(ctx context.Context, pool *nodepoolv1.NodePool) error {
 	if r.controller == nil || r.ClusterCache == nil {
@@ -83,9 +86,7 @@ func (r *Reconciler) watchNodes(ctx context.Context, pool *nodepoolv1.NodePool) 
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectNew.GetAnnotations()[nodepoolv1.AnnotationUpdatePhase] != ""
-		},
+		UpdateFunc:  func(e event.UpdateEvent) bool { return nodeWakesPool(e.ObjectOld, e.ObjectNew) },
 	}
 	return r.ClusterCache.Watch(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Spec.ClusterName},
 		clustercache.NewWatcher(clustercache.WatcherOptions{
@@ -95,6 +96,26 @@ func (r *Reconciler) watchNodes(ctx context.Context, pool *nodepoolv1.NodePool) 
 			EventHandler: handler.EnqueueRequestsFromMapFunc(r.nodeToPool),
 			Predicates:   []predicate.Predicate{updating},
 		}))
+}
+
+// nodeWakesPool says which Node updates wake the Node's pool: one being
+// updated in place, or one whose Ready status changed.
+func nodeWakesPool(old, updated client.Object) bool {
+	return updated.GetAnnotations()[nodepoolv1.AnnotationUpdatePhase] != "" || readyOf(old) != readyOf(updated)
+}
+
+// readyOf is the status of a Node's Ready condition ("" when it has none).
+func readyOf(o client.Object) corev1.ConditionStatus {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return ""
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 // nodeToPool maps a Node to the pool of its Machine (Cluster API
