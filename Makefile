@@ -9,6 +9,9 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 # Extra flags for go test, e.g. make test TESTFLAGS='-run TestHarness -v'.
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 40m
+# Test packages run at once: the real-stack suites (test/integration,
+# test/gates, test/cli) mostly wait on rollouts, so three share 2 cores.
+TEST_PACKAGES ?= 3
 # Flags of the payload-server benchmark (go run ./hack/bench/payloadserver -h).
 PAYLOAD_BENCHFLAGS ?=
 
@@ -74,7 +77,7 @@ release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.y
 test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API server (builds what it needs).
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" \
-	go test -timeout $(TEST_TIMEOUT) -parallel 4 $(TESTFLAGS) ./...
+	go test -timeout $(TEST_TIMEOUT) -p $(TEST_PACKAGES) -parallel 4 $(TESTFLAGS) ./...
 	@for t in $(FUZZ_TARGETS); do \
 		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \
 		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $$ft"; \
