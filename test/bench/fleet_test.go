@@ -304,6 +304,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	res.ResyncWrites, res.ResyncRenders, res.ResyncComposes = p.writes(b), p.renders(b, "miss"), p.renders(b, "composed")
 	res.ResyncCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	res.RSSBytes, res.HeapInuseBytes = p.rss(b), p.heapInuse(b)
+	heapProfile(b, "heap")
 	res.RSSBytesPerPool = (res.RSSBytes - rssEmpty) / float64(n)
 	res.HeapBytesPerPool = (res.HeapInuseBytes - heapEmpty) / float64(n)
 	b.Logf("full resync %.2f s, %.0f writes, %.0f renders; RSS %.0f MiB, heap %.0f MiB", res.ResyncSeconds, res.ResyncWrites, res.ResyncRenders,

@@ -139,6 +139,28 @@ func profile(b *testing.B, name string, seconds int) (wait func()) {
 	return func() { <-done }
 }
 
+// heapProfile saves the controller's heap profile now to
+// ProfileEnv/name.pprof, when ProfileEnv and NODEPOOL_BENCH_PPROF are set.
+func heapProfile(b *testing.B, name string) {
+	dir, addr := os.Getenv(ProfileEnv), os.Getenv("NODEPOOL_BENCH_PPROF")
+	if dir == "" || addr == "" {
+		return
+	}
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr))
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	_, _ = io.Copy(f, resp.Body)
+}
+
 func (p *controllerProcess) stop() {
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {
