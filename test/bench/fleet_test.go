@@ -262,6 +262,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	}
 	const ns = "" // every namespace of the fleet
 	res := fleetResult{Pools: n}
+	pw := watchPools(b, f.env)
 
 	p := f.start(b)
 	time.Sleep(3 * time.Second)
@@ -283,7 +284,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	}
 	close(work)
 	wg.Wait()
-	waitAll(b, c, ns, n, "every pool settled", func(p *nodepoolv1.NodePool) bool {
+	pw.waitAll(b, n, "every pool settled", func(p *nodepoolv1.NodePool) bool {
 		return p.Annotations[nodepoolv1.AnnotationCurrentPayload] != "" && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) &&
 			p.Status.ObservedGeneration == p.Generation
 	})
@@ -324,7 +325,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	t2 := time.Now()
 	waitProfile = profile(b, "bump", 30)
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
-	waitAll(b, c, ns, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
+	pw.waitAll(b, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
 		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)
 	})
 	res.BumpSeconds = time.Since(t2).Seconds()
@@ -427,6 +428,79 @@ func waitAll(b *testing.B, c client.Client, ns string, n int, what string, ok fu
 		time.Sleep(time.Duration(300+n/5) * time.Millisecond)
 	}
 	b.Fatalf("timed out waiting for %s", what)
+}
+
+// poolWatch follows every NodePool through a watch, so that waiting for a
+// condition on the whole fleet costs no list of it (a list of 10,000 pools
+// is tens of MB for the API server to send) and sees the moment the last
+// pool met it.
+type poolWatch struct {
+	mu      sync.Mutex
+	pools   map[client.ObjectKey]*nodepoolv1.NodePool
+	changed chan struct{}
+}
+
+func watchPools(b *testing.B, env *harness.Env) *poolWatch {
+	b.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	must(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	pw := &poolWatch{pools: map[client.ObjectKey]*nodepoolv1.NodePool{}, changed: make(chan struct{}, 1)}
+	go func() {
+		for ctx.Err() == nil {
+			// No resourceVersion: the watch starts with every pool as
+			// ADDED, so a watch the API server closed is simply reopened.
+			w, err := wc.Watch(ctx, &nodepoolv1.NodePoolList{})
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				p, ok := ev.Object.(*nodepoolv1.NodePool)
+				if !ok {
+					continue
+				}
+				pw.mu.Lock()
+				if ev.Type == "DELETED" {
+					delete(pw.pools, client.ObjectKeyFromObject(p))
+				} else {
+					pw.pools[client.ObjectKeyFromObject(p)] = p
+				}
+				pw.mu.Unlock()
+				select {
+				case pw.changed <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return pw
+}
+
+// waitAll waits until n pools meet ok.
+func (pw *poolWatch) waitAll(b *testing.B, n int, what string, ok func(*nodepoolv1.NodePool) bool) {
+	b.Helper()
+	deadline := time.After(120 * time.Minute)
+	for {
+		pw.mu.Lock()
+		good := 0
+		for _, p := range pw.pools {
+			if ok(p) {
+				good++
+			}
+		}
+		pw.mu.Unlock()
+		if good >= n {
+			return
+		}
+		select {
+		case <-pw.changed:
+		case <-time.After(time.Second):
+		case <-deadline:
+			b.Fatalf("timed out waiting for %s (%d of %d)", what, good, n)
+		}
+	}
 }
 
 func dataSecretNames(b *testing.B, c client.Client, ns string) map[string]string {
