@@ -298,14 +298,14 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	// A full resync of settled pools: a restart reconciles every pool.
 	t1 := time.Now()
 	p = f.start(b)
-	waitProfile := profile(b, "resync", 15)
+	waitProfile := profile(b, fmt.Sprintf("resync-%d", n), 15)
 	waitReconciles(b, p, n)
 	res.ResyncSeconds = time.Since(t1).Seconds()
 	time.Sleep(2 * time.Second)
 	res.ResyncWrites, res.ResyncRenders, res.ResyncComposes = p.writes(b), p.renders(b, "miss"), p.renders(b, "composed")
 	res.ResyncCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	res.RSSBytes, res.HeapInuseBytes = p.rss(b), p.heapInuse(b)
-	heapProfile(b, "heap")
+	heapProfile(b, fmt.Sprintf("heap-%d", n))
 	res.RSSBytesPerPool = (res.RSSBytes - rssEmpty) / float64(n)
 	res.HeapBytesPerPool = (res.HeapInuseBytes - heapEmpty) / float64(n)
 	b.Logf("full resync %.2f s, %.0f writes, %.0f renders; RSS %.0f MiB, heap %.0f MiB", res.ResyncSeconds, res.ResyncWrites, res.ResyncRenders,
@@ -323,7 +323,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	// A management bump across the fleet.
 	missed, composed, cpu := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil)
 	t2 := time.Now()
-	waitProfile = profile(b, "bump", 30)
+	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30)
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
 	pw.waitAll(b, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
 		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)

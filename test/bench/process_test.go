@@ -103,7 +103,7 @@ func startController(b *testing.B, bin, kubeconfig, logFile string, args ...stri
 }
 
 // ProfileEnv names a folder: when set, BenchmarkFleet saves the
-// controller's CPU profile of each phase there (resync.pprof, bump.pprof),
+// controller's CPU profile of each phase there (resync-N.pprof, bump-N.pprof, heap-N.pprof per fleet size N),
 // read from its pprof endpoint (NODEPOOL_BENCH_PPROF, host:port).
 const ProfileEnv = "NODEPOOL_BENCH_PROFILE"
 
