@@ -298,7 +298,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	// A full resync of settled pools: a restart reconciles every pool.
 	t1 := time.Now()
 	p = f.start(b)
-	waitProfile := profile(b, fmt.Sprintf("resync-%d", n), 15)
+	waitProfile := profile(b, fmt.Sprintf("resync-%d", n), 15+n/500)
 	waitReconciles(b, p, n)
 	res.ResyncSeconds = time.Since(t1).Seconds()
 	time.Sleep(2 * time.Second)
@@ -323,7 +323,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	// A management bump across the fleet.
 	missed, composed, cpu := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil)
 	t2 := time.Now()
-	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30)
+	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30+n/250)
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
 	pw.waitAll(b, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
 		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)
