@@ -111,29 +111,14 @@ const ProfileEnv = "NODEPOOL_BENCH_PROFILE"
 // when both ProfileEnv and NODEPOOL_BENCH_PPROF are set; wait for it with
 // the function it returns.
 func profile(b *testing.B, name string, seconds int) (wait func()) {
-	dir, addr := os.Getenv(ProfileEnv), os.Getenv("NODEPOOL_BENCH_PPROF")
-	if dir == "" || addr == "" {
-		return func() {}
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
-		for range 100 {
-			resp, err := http.Get(url)
-			if err != nil {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			defer func() { _ = resp.Body.Close() }()
-			f, err := os.Create(filepath.Join(dir, name+".pprof"))
-			if err != nil {
-				b.Error(err)
+		for range 100 { // the endpoint of a controller just started
+			if savePprof(b, fmt.Sprintf("profile?seconds=%d", seconds), name) {
 				return
 			}
-			defer func() { _ = f.Close() }()
-			_, _ = io.Copy(f, resp.Body)
-			return
+			time.Sleep(50 * time.Millisecond)
 		}
 	}()
 	return func() { <-done }
@@ -142,23 +127,32 @@ func profile(b *testing.B, name string, seconds int) (wait func()) {
 // heapProfile saves the controller's heap profile now to
 // ProfileEnv/name.pprof, when ProfileEnv and NODEPOOL_BENCH_PPROF are set.
 func heapProfile(b *testing.B, name string) {
+	if !savePprof(b, "heap?gc=1", name) && os.Getenv(ProfileEnv) != "" {
+		b.Error("the controller's heap profile was not read")
+	}
+}
+
+// savePprof saves the controller's /debug/pprof/<path> to
+// ProfileEnv/name.pprof; true when it did, or when profiles are not asked
+// for (ProfileEnv or NODEPOOL_BENCH_PPROF unset).
+func savePprof(b *testing.B, path, name string) bool {
 	dir, addr := os.Getenv(ProfileEnv), os.Getenv("NODEPOOL_BENCH_PPROF")
 	if dir == "" || addr == "" {
-		return
+		return true
 	}
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr))
+	resp, err := http.Get("http://" + addr + "/debug/pprof/" + path)
 	if err != nil {
-		b.Error(err)
-		return
+		return false
 	}
 	defer func() { _ = resp.Body.Close() }()
 	f, err := os.Create(filepath.Join(dir, name+".pprof"))
 	if err != nil {
 		b.Error(err)
-		return
+		return true
 	}
 	defer func() { _ = f.Close() }()
 	_, _ = io.Copy(f, resp.Body)
+	return true
 }
 
 func (p *controllerProcess) stop() {

@@ -18,13 +18,9 @@ var (
 	st       *stack.Stack
 	env      *harness.Env
 	settings controller.Settings
-	// checker fails the suite when a Secret was deleted while referenced.
-	checker stack.ReferenceChecker
 )
 
+// TestMain fails the suite, too, when a Secret was deleted while referenced.
 func TestMain(m *testing.M) {
-	stack.Main(m, func(s *stack.Stack) error {
-		st, env, settings = s, s.Env, s.Settings
-		return checker.Start(env)
-	}, checker.Check)
+	stack.MainChecked(m, func(s *stack.Stack) { st, env, settings = s, s.Env, s.Settings })
 }

@@ -79,3 +79,14 @@ func Settled(p *nodepoolv1.NodePool, n int) bool {
 		st.Replicas == int32(n) && st.UpdatedReplicas == int32(n) && st.ReadyReplicas == int32(n) &&
 		meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady)
 }
+
+// MainChecked is Main for a suite whose Secrets must never be deleted while
+// referenced: a ReferenceChecker follows the stack, and the suite fails
+// when it saw such a deletion. set receives the stack before any test.
+func MainChecked(m *testing.M, set func(*Stack)) {
+	var checker ReferenceChecker
+	Main(m, func(s *Stack) error {
+		set(s)
+		return checker.Start(s.Env)
+	}, checker.Check)
+}
