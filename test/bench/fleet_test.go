@@ -59,6 +59,7 @@ type fleetResult struct {
 	BumpSeconds           float64 `json:"bumpSeconds"`
 	BumpRenders           float64 `json:"bumpRenders"`
 	BumpComposes          float64 `json:"bumpComposes"`
+	BumpWrites            float64 `json:"bumpWrites"`
 	PoolsRolled           int     `json:"poolsRolled"`
 	RSSBytesPerPool       float64 `json:"rssBytesPerPool"`
 	HeapBytesPerPool      float64 `json:"heapBytesPerPool"`
@@ -131,8 +132,8 @@ func BenchmarkFleet(b *testing.B) {
 	row("  controller CPU in it (start included)", func(r fleetResult) string { return secs(r.ResyncCPUSeconds) })
 	row("management bump visible on every pool", func(r fleetResult) string { return secs(r.BumpSeconds) })
 	row("  controller CPU in it", func(r fleetResult) string { return secs(r.BumpCPUSeconds) })
-	row("  pools rolled / renders / composes", func(r fleetResult) string {
-		return fmt.Sprintf("%d/%.0f/%.0f", r.PoolsRolled, r.BumpRenders, r.BumpComposes)
+	row("  pools rolled / renders / composes / writes", func(r fleetResult) string {
+		return fmt.Sprintf("%d/%.0f/%.0f/%.0f", r.PoolsRolled, r.BumpRenders, r.BumpComposes, r.BumpWrites)
 	})
 	row("controller RSS per pool (total)", func(r fleetResult) string {
 		return fmt.Sprintf("%.1f KiB", r.RSSBytesPerPool/1024)
@@ -321,7 +322,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	waitReconciles(b, p, n)
 
 	// A management bump across the fleet.
-	missed, composed, cpu := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil)
+	missed, composed, cpu, writes := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil), p.writes(b)
 	t2 := time.Now()
 	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30+n/250)
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
@@ -330,6 +331,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	})
 	res.BumpSeconds = time.Since(t2).Seconds()
 	res.BumpRenders, res.BumpComposes = p.renders(b, "miss")-missed, p.renders(b, "composed")-composed
+	res.BumpWrites = p.writes(b) - writes
 	res.BumpCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil) - cpu
 	after := dataSecretNames(b, c, ns)
 	for k, v := range targets {
