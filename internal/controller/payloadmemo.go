@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"maps"
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/secrets"
 )
@@ -13,12 +18,13 @@ import (
 // payloads. It keeps what the controller reads of a stored payload, its
 // manifest and fragments, not its Ignition (the payload server serves
 // that from the Secret; the controller composes only payloads not stored
-// yet). Fragments are kept once however many pools' payloads hold them:
-// pools of the same inputs share all but their name and hash, which are
-// not fragments.
+// yet). Pools of the same inputs have payloads of the same fragments (their
+// name and hash are not fragments): those payloads share one manifest and
+// one map of fragments, and each fragment is kept once.
 type payloadMemo struct {
 	decoded   *lru[types.UID, memoized]
-	fragments *lru[string, []byte] // by digest
+	contents  *lru[string, content] // by the manifest's digests
+	fragments *lru[string, []byte]  // by digest
 }
 
 type memoized struct {
@@ -26,12 +32,19 @@ type memoized struct {
 	payload         *payload.Payload
 }
 
+// content is what payloads of the same fragments share.
+type content struct {
+	manifest  payload.Manifest
+	fragments map[inputs.Component][]byte
+}
+
 func newPayloadMemo(payloads int) *payloadMemo {
-	return &payloadMemo{decoded: newLRU[types.UID, memoized](payloads), fragments: newLRU[string, []byte](max(payloads/4, 1024))}
+	return &payloadMemo{decoded: newLRU[types.UID, memoized](payloads), contents: newLRU[string, content](max(payloads/4, 1024)),
+		fragments: newLRU[string, []byte](max(payloads/4, 1024))}
 }
 
 // decode is a payload Secret's payload; a Secret seen before at the same
-// resourceVersion is not decoded again.
+// resourceVersion is not decoded again. The payload is read, never changed.
 func (m *payloadMemo) decode(pool string, s *corev1.Secret) (*payload.Payload, error) {
 	if e, ok := m.decoded.get(s.UID); ok && s.UID != "" && e.resourceVersion == s.ResourceVersion && e.payload.Pool == pool {
 		return e.payload, nil
@@ -41,16 +54,34 @@ func (m *payloadMemo) decode(pool string, s *corev1.Secret) (*payload.Payload, e
 		return nil, err
 	}
 	p.Ignition = nil
-	for c, f := range p.Fragments {
-		d := p.Manifest[c]
-		if shared, ok := m.fragments.get(d); ok {
-			p.Fragments[c] = shared
-		} else {
-			m.fragments.put(d, f)
+	key := contentKey(p.Manifest)
+	if c, ok := m.contents.get(key); ok {
+		p.Manifest, p.Fragments = c.manifest, c.fragments
+	} else {
+		for comp, f := range p.Fragments {
+			d := p.Manifest[comp]
+			if shared, ok := m.fragments.get(d); ok {
+				p.Fragments[comp] = shared
+			} else {
+				m.fragments.put(d, f)
+			}
 		}
+		m.contents.put(key, content{manifest: p.Manifest, fragments: p.Fragments})
 	}
 	if s.UID != "" {
 		m.decoded.put(s.UID, memoized{resourceVersion: s.ResourceVersion, payload: p})
 	}
 	return p, nil
+}
+
+// contentKey names a manifest: its components and their digests, in order.
+func contentKey(m payload.Manifest) string {
+	var b strings.Builder
+	for _, c := range slices.SortedFunc(maps.Keys(m), func(a, b inputs.Component) int { return strings.Compare(a.Name(), b.Name()) }) {
+		b.WriteString(c.Name())
+		b.WriteByte('=')
+		b.WriteString(m[c])
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

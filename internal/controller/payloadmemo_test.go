@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +54,13 @@ func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
 		if &f[0] != &first.Fragments[c][0] {
 			t.Fatalf("fragment %s of two pools' payloads is kept twice", c)
 		}
+	}
+	if reflect.ValueOf(o.Fragments).Pointer() != reflect.ValueOf(first.Fragments).Pointer() ||
+		reflect.ValueOf(o.Manifest).Pointer() != reflect.ValueOf(first.Manifest).Pointer() {
+		t.Fatal("two payloads of the same fragments do not share their manifest and fragments")
+	}
+	if o.Hash != other.Hash || o.Pool != "other-pool" {
+		t.Fatalf("the other pool's payload reads as %s of %s", o.Hash, o.Pool)
 	}
 	bad := secretOf(p, "uid-3", "1")
 	bad.Data[secrets.KeyFragments] = []byte("not gzip")
