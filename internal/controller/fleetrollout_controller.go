@@ -32,8 +32,12 @@ import (
 // and then annotates the pools that start. It never changes a pool's spec:
 // a pool starts through its apply-pending and fleet-rollout annotations.
 type FleetRolloutReconciler struct {
-	Client   client.Client
-	Recorder events.EventRecorder
+	Client client.Client
+	// APIReader reads uncached: the one selection of a rollout's pools
+	// must see pools labelled a moment before it was created, which the
+	// cache may not have yet (nil: the Client).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
 	// Clock returns now; nil means time.Now.
 	Clock func() time.Time
 	// Resync is how often a rollout in progress is looked at without an
@@ -188,10 +192,14 @@ func (r *FleetRolloutReconciler) selectPools(ctx context.Context, fr *nodepoolv1
 	if err != nil {
 		return nil, fmt.Errorf("spec.namespaceSelector: %w", err)
 	}
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
 	var namespaces map[string]bool
 	if !nsSel.Empty() {
 		list := &corev1.NamespaceList{}
-		if err := r.Client.List(ctx, list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
+		if err := reader.List(ctx, list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
 			return nil, fmt.Errorf("listing namespaces: %w", err)
 		}
 		namespaces = map[string]bool{}
@@ -200,7 +208,7 @@ func (r *FleetRolloutReconciler) selectPools(ctx context.Context, fr *nodepoolv1
 		}
 	}
 	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabelsSelector{Selector: poolSel}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := reader.List(ctx, list, client.MatchingLabelsSelector{Selector: poolSel}); err != nil {
 		return nil, fmt.Errorf("listing NodePools: %w", err)
 	}
 	var refs []fleet.Ref

@@ -103,10 +103,11 @@ func setupFleetRollouts(mgr ctrl.Manager, settings Settings, opts controller.Opt
 		return nil
 	}
 	fr := &FleetRolloutReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder(settings.Shard.FieldManager()),
-		Clock:    settings.Clock,
-		Resync:   settings.ResyncPeriod,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(settings.Shard.FieldManager()),
+		Clock:     settings.Clock,
+		Resync:    settings.ResyncPeriod,
 	}
 	return fr.SetupWithManager(mgr, opts)
 }
