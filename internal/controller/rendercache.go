@@ -61,10 +61,9 @@ type poolRender struct {
 	hashes       payload.Hashes
 	templateName string
 
-	// fragments (shared with other pools) compose the payload when it is
-	// not stored; nil means render gathered again.
-	fragments map[inputs.Component][]byte
-	// shared is the render the fragments come from (nil: none).
+	// shared is the render of the pool's inputs, whose fragments (shared
+	// with other pools) make the payload when it is not stored; nil means
+	// render gathered again.
 	shared *sharedRender
 
 	mu     sync.Mutex
@@ -207,7 +206,7 @@ func (c *renderCache) compose(pool *nodepoolv1.NodePool, spec string, reads []re
 	h := sh.hashes
 	latest := sh.uncomposed(pool.Name)
 	h.Payload = latest.Hash
-	return &poolRender{spec: spec, reads: reads, gathered: &gathered, hashes: h, fragments: sh.fragments, shared: sh,
+	return &poolRender{spec: spec, reads: reads, gathered: &gathered, hashes: h, shared: sh,
 		templateName: payload.InfrastructureTemplateName(pool.Name, payload.TemplateHash(gathered.InfrastructureTemplate))}, true
 }
 
@@ -250,7 +249,7 @@ func (c *renderCache) resolve(pool *nodepoolv1.NodePool, in *rollout.Input) {
 	}
 	var latest *payload.Payload
 	var err error
-	if e.fragments != nil && e.shared != nil {
+	if e.shared != nil {
 		latest = e.shared.uncomposed(pool.Name)
 	} else {
 		renderCacheResults.WithLabelValues("composed").Inc()
@@ -295,16 +294,13 @@ func (r *Reconciler) fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input)
 	if in.Latest.Ignition == nil && sh != nil && sh.fits() {
 		return nil
 	}
-	if in.Latest.Ignition == nil {
-		renderCacheResults.WithLabelValues("composed").Inc()
-		full, err := in.Latest.Composed()
-		if err != nil {
-			r.renders.pools.remove(key)
-			in.Latest, in.Hashes = nil, payload.Hashes{}
-			return err
-		}
-		in.Latest = full
+	full, err := composed(in.Latest)
+	if err != nil {
+		r.renders.pools.remove(key)
+		in.Latest, in.Hashes = nil, payload.Hashes{}
+		return err
 	}
+	in.Latest = full
 	s, err := payloadFits(pool, in)
 	if err == nil && s != nil {
 		r.renders.encoded.Store(key, s)
@@ -313,6 +309,14 @@ func (r *Reconciler) fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input)
 		}
 	}
 	return err
+}
+
+// composed is pl with its Ignition config, counted when it had none.
+func composed(pl *payload.Payload) (*payload.Payload, error) {
+	if pl.Ignition == nil {
+		renderCacheResults.WithLabelValues("composed").Inc()
+	}
+	return pl.Composed()
 }
 
 // uncomposed is the payload of the shared fragments for a pool.
@@ -341,15 +345,11 @@ func (r *Reconciler) payloadSecret(pool *nodepoolv1.NodePool, pl *payload.Payloa
 			return v.(*corev1.Secret), nil
 		}
 	}
-	if pl.Ignition == nil {
-		renderCacheResults.WithLabelValues("composed").Inc()
-		full, err := pl.Composed()
-		if err != nil {
-			return nil, err
-		}
-		pl = full
+	full, err := composed(pl)
+	if err != nil {
+		return nil, err
 	}
-	return secrets.NewPayloadSecret(pool.Namespace, name, secrets.FromPayload(pl))
+	return secrets.NewPayloadSecret(pool.Namespace, name, secrets.FromPayload(full))
 }
 
 // renderCacheResults counts how reconciles found their pool's latest

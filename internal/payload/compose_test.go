@@ -158,15 +158,15 @@ func TestManagementDriftLeavesOutOwnerIntent(t *testing.T) {
 	}
 }
 
-func TestHashOfIsTheHashComposeGives(t *testing.T) {
+func TestAnUncomposedPayloadHasTheHashComposeGives(t *testing.T) {
 	p, _, err := payload.Render(inputstest.New().MustGather(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := payload.HashOf(p.Pool, p.Fragments); got != p.Hash {
-		t.Fatalf("HashOf = %s, Compose gave %s", got, p.Hash)
+	if got := payload.Uncomposed(p.Pool, p.Fragments).Hash; got != p.Hash {
+		t.Fatalf("Uncomposed hash %s, Compose gave %s", got, p.Hash)
 	}
-	if payload.HashOf("other", p.Fragments) == p.Hash {
+	if payload.Uncomposed("other", p.Fragments).Hash == p.Hash {
 		t.Fatal("the hash does not cover the pool name")
 	}
 }
