@@ -49,6 +49,10 @@ func (m *payloadMemo) decode(pool string, s *corev1.Secret) (*payload.Payload, e
 	if e, ok := m.decoded.get(s.UID); ok && s.UID != "" && e.resourceVersion == s.ResourceVersion && e.payload.Pool == pool {
 		return e.payload, nil
 	}
+	if p := m.known(pool, s); p != nil {
+		m.decoded.put(s.UID, memoized{resourceVersion: s.ResourceVersion, payload: p})
+		return p, nil
+	}
 	p, err := secrets.ToPayload(pool, s)
 	if err != nil {
 		return nil, err
@@ -72,6 +76,36 @@ func (m *payloadMemo) decode(pool string, s *corev1.Secret) (*payload.Payload, e
 		m.decoded.put(s.UID, memoized{resourceVersion: s.ResourceVersion, payload: p})
 	}
 	return p, nil
+}
+
+// known is the payload of a Secret whose manifest names fragments the memo
+// holds, read without inflating the Secret: after a restart, a fleet of
+// pools of the same inputs inflates one payload Secret per distinct
+// manifest, not one per pool. The manifest must give the Secret's hash for
+// this pool. The fragments come from a Secret decoded and checked whole
+// before; this Secret's own fragments and Ignition are not checked (the
+// payload server checks what it serves). nil: decode it whole.
+func (m *payloadMemo) known(pool string, s *corev1.Secret) *payload.Payload {
+	if s.UID == "" {
+		return nil
+	}
+	owner, hash, names, err := secrets.PayloadIdentity(s)
+	if err != nil || owner != pool {
+		return nil
+	}
+	manifest := make(payload.Manifest, len(names))
+	for name, d := range names {
+		c, err := inputs.ParseComponent(name)
+		if err != nil {
+			return nil
+		}
+		manifest[c] = d
+	}
+	c, ok := m.contents.get(contentKey(manifest))
+	if !ok || payload.HashOf(pool, c.manifest) != hash {
+		return nil
+	}
+	return &payload.Payload{Pool: pool, Hash: hash, Manifest: c.manifest, Fragments: c.fragments}
 }
 
 // contentKey names a manifest: its components and their digests, in order.

@@ -62,9 +62,27 @@ func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
 	if o.Hash != other.Hash || o.Pool != "other-pool" {
 		t.Fatalf("the other pool's payload reads as %s of %s", o.Hash, o.Pool)
 	}
-	bad := secretOf(p, "uid-3", "1")
+	// A Secret whose manifest names fragments the memo holds is read
+	// without inflating it: its own fragments are not read at all.
+	known := secretOf(p, "uid-3", "1")
+	known.Data[secrets.KeyFragments] = []byte("not gzip")
+	if k, err := m.decode(p.Pool, known); err != nil || k.Hash != p.Hash ||
+		reflect.ValueOf(k.Fragments).Pointer() != reflect.ValueOf(first.Fragments).Pointer() {
+		t.Fatalf("a payload Secret of known fragments was not read from the memo: %v", err)
+	}
+	// Anything else is decoded whole, and a corrupt one refused: fragments
+	// the memo does not hold, or a manifest that does not give the hash.
+	fresh := newPayloadMemo(16)
+	bad := secretOf(p, "uid-4", "1")
 	bad.Data[secrets.KeyFragments] = []byte("not gzip")
-	if _, err := m.decode(p.Pool, bad); err == nil {
-		t.Fatal("a corrupt payload Secret decoded")
+	if _, err := fresh.decode(p.Pool, bad); err == nil {
+		t.Fatal("a corrupt payload Secret of unknown fragments decoded")
+	}
+	forged := secretOf(p, "uid-5", "1")
+	forged.Annotations[secrets.AnnotationPayloadHash] = other.Hash
+	forged.Labels[secrets.LabelPayload] = other.Hash[:secrets.PayloadLabelLength]
+	forged.Data[secrets.KeyFragments] = []byte("not gzip")
+	if _, err := m.decode(p.Pool, forged); err == nil {
+		t.Fatal("a payload Secret whose manifest does not give its hash was read from the memo")
 	}
 }

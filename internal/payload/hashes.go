@@ -74,6 +74,10 @@ func rolloutHash(in *inputs.Inputs, withVersion bool) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// HashOf is the payload hash of pool's payload of manifest m: what a
+// payload Secret's manifest must give to be the payload its hash names.
+func HashOf(pool string, m Manifest) string { return payloadHash(pool, m) }
+
 // payloadHash is sha256 over the pool name and the manifest, by component
 // name.
 func payloadHash(pool string, m Manifest) string {

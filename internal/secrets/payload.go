@@ -159,6 +159,34 @@ func DecodePayload(s *corev1.Secret) (Payload, error) {
 	return p, nil
 }
 
+// PayloadIdentity reads what names a payload Secret's payload without
+// inflating anything: its pool, its hash and its manifest. It checks the
+// Secret's kind, the pool label, the hash annotation and label, and that
+// the manifest is a JSON object; not that the fragments and Ignition match
+// it (DecodePayload does; the payload server does before serving).
+func PayloadIdentity(s *corev1.Secret) (pool, hash string, manifest map[string]string, err error) {
+	if err := checkKind(s, KindPayload, TypePayload); err != nil {
+		return "", "", nil, err
+	}
+	pool, hash = s.Labels[LabelPool], s.Annotations[AnnotationPayloadHash]
+	var errs []error
+	if err := validatePool(pool); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateHash(hash); err != nil {
+		errs = append(errs, fmt.Errorf("annotation %s: %w", AnnotationPayloadHash, err))
+	} else if got, want := s.Labels[LabelPayload], hash[:PayloadLabelLength]; got != want {
+		errs = append(errs, fmt.Errorf("label %s is %q, want %q (the start of annotation %s)", LabelPayload, got, want, AnnotationPayloadHash))
+	}
+	if err := json.Unmarshal(s.Data[KeyManifest], &manifest); err != nil || manifest == nil {
+		errs = append(errs, fmt.Errorf("%s is not a JSON object of component digests", KeyManifest))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", "", nil, fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return pool, hash, manifest, nil
+}
+
 // Ignition is the part of a payload Secret that the payload server serves.
 type Ignition struct {
 	// Pool and Hash identify the payload, as in Payload.
