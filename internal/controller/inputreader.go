@@ -64,19 +64,20 @@ func (r *inputReader) List(ctx context.Context, list client.ObjectList, opts ...
 }
 
 // version is the resourceVersion the cache holds of an object, as the
-// object's watch last reported it.
+// object's watch last reported it (read from the cached object itself,
+// not a copy).
 func (r *inputReader) version(ctx context.Context, gvk schema.GroupVersionKind, key client.ObjectKey) (string, error) {
 	switch gvk {
 	case configMapGVK:
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(gvk)
-		if err := r.cached.Get(ctx, key, m); err != nil {
+		if err := r.cached.Get(ctx, key, m, client.UnsafeDisableDeepCopy); err != nil {
 			return "", err
 		}
 		return m.ResourceVersion, nil
 	case secretGVK:
 		s := &corev1.Secret{} // the cache holds other Secrets without data
-		if err := r.cached.Get(ctx, key, s); err != nil {
+		if err := r.cached.Get(ctx, key, s, client.UnsafeDisableDeepCopy); err != nil {
 			return "", err
 		}
 		return s.ResourceVersion, nil
@@ -182,7 +183,8 @@ func (rd read) empty() client.Object {
 }
 
 // current is the version the cache holds now of what rd read ("" when it
-// is gone); it never reads the API server.
+// is gone); it never reads the API server. It reads the cached objects
+// themselves, not copies: only their version is read.
 func (r *inputReader) current(ctx context.Context, rd read) (string, error) {
 	var err error
 	var v string
@@ -191,9 +193,9 @@ func (r *inputReader) current(ctx context.Context, rd read) (string, error) {
 		v, err = r.version(ctx, rd.gvk, rd.key)
 	default:
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			err = r.unstructured.Get(ctx, rd.key, u)
+			err = r.unstructured.Get(ctx, rd.key, u, client.UnsafeDisableDeepCopy)
 		} else {
-			err = r.cached.Get(ctx, rd.key, obj)
+			err = r.cached.Get(ctx, rd.key, obj, client.UnsafeDisableDeepCopy)
 		}
 		v = versionOf(obj)
 	}
