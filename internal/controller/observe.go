@@ -39,7 +39,9 @@ type world struct {
 // fills the engine's input with them.
 func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in *rollout.Input) (*world, error) {
 	log := r.log(pool)
-	decode := secrets.ToPayload
+	decode := func(_ context.Context, pool string, s *corev1.Secret) (*payload.Payload, error) {
+		return secrets.ToPayload(pool, s)
+	}
 	if r.payloads != nil {
 		decode = r.payloads.decode
 	}

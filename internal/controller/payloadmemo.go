@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
@@ -22,6 +25,9 @@ import (
 // name and hash are not fragments): those payloads share one manifest and
 // one map of fragments, and each fragment is kept once.
 type payloadMemo struct {
+	// api reads a payload Secret whole: the cache holds payload Secrets
+	// with their manifest only (CacheOptions).
+	api       client.Reader
 	decoded   *lru[types.UID, memoized]
 	contents  *lru[string, content] // by the manifest's digests
 	fragments *lru[string, []byte]  // by digest
@@ -38,14 +44,14 @@ type content struct {
 	fragments map[inputs.Component][]byte
 }
 
-func newPayloadMemo(payloads int) *payloadMemo {
-	return &payloadMemo{decoded: newLRU[types.UID, memoized](payloads), contents: newLRU[string, content](max(payloads/4, 1024)),
+func newPayloadMemo(payloads int, api client.Reader) *payloadMemo {
+	return &payloadMemo{api: api, decoded: newLRU[types.UID, memoized](payloads), contents: newLRU[string, content](max(payloads/4, 1024)),
 		fragments: newLRU[string, []byte](max(payloads/4, 1024))}
 }
 
 // decode is a payload Secret's payload; a Secret seen before at the same
 // resourceVersion is not decoded again. The payload is read, never changed.
-func (m *payloadMemo) decode(pool string, s *corev1.Secret) (*payload.Payload, error) {
+func (m *payloadMemo) decode(ctx context.Context, pool string, s *corev1.Secret) (*payload.Payload, error) {
 	if e, ok := m.decoded.get(s.UID); ok && s.UID != "" && e.resourceVersion == s.ResourceVersion && e.payload.Pool == pool {
 		return e.payload, nil
 	}
@@ -53,7 +59,14 @@ func (m *payloadMemo) decode(pool string, s *corev1.Secret) (*payload.Payload, e
 		m.decoded.put(s.UID, memoized{resourceVersion: s.ResourceVersion, payload: p})
 		return p, nil
 	}
-	p, err := secrets.ToPayload(pool, s)
+	whole := s
+	if secrets.Stripped(s) {
+		whole = &corev1.Secret{}
+		if err := m.api.Get(ctx, client.ObjectKeyFromObject(s), whole); err != nil {
+			return nil, fmt.Errorf("reading payload Secret %s: %w", s.Name, err)
+		}
+	}
+	p, err := secrets.ToPayload(pool, whole)
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/payload"
@@ -29,9 +31,10 @@ func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
 		s.UID, s.ResourceVersion = types.UID(uid), rv
 		return s
 	}
-	m := newPayloadMemo(16)
+	ctx := context.Background()
+	m := newPayloadMemo(16, nil)
 	s := secretOf(p, "uid-1", "1")
-	first, err := m.decode(p.Pool, s)
+	first, err := m.decode(ctx, p.Pool, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,14 +42,14 @@ func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
 		t.Fatalf("decoded %s with %d fragments (Ignition kept: %v), want %s with %d and no Ignition",
 			first.Hash, len(first.Fragments), first.Ignition != nil, p.Hash, len(p.Fragments))
 	}
-	if again, _ := m.decode(p.Pool, s); again != first {
+	if again, _ := m.decode(ctx, p.Pool, s); again != first {
 		t.Fatal("the same Secret at the same resourceVersion was decoded again")
 	}
 	s.ResourceVersion = "2"
-	if again, _ := m.decode(p.Pool, s); again == first || again.Hash != p.Hash {
+	if again, _ := m.decode(ctx, p.Pool, s); again == first || again.Hash != p.Hash {
 		t.Fatal("a Secret at a new resourceVersion was served from the memo")
 	}
-	o, err := m.decode(other.Pool, secretOf(other, "uid-2", "1"))
+	o, err := m.decode(ctx, other.Pool, secretOf(other, "uid-2", "1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,23 +69,76 @@ func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
 	// without inflating it: its own fragments are not read at all.
 	known := secretOf(p, "uid-3", "1")
 	known.Data[secrets.KeyFragments] = []byte("not gzip")
-	if k, err := m.decode(p.Pool, known); err != nil || k.Hash != p.Hash ||
+	if k, err := m.decode(ctx, p.Pool, known); err != nil || k.Hash != p.Hash ||
 		reflect.ValueOf(k.Fragments).Pointer() != reflect.ValueOf(first.Fragments).Pointer() {
 		t.Fatalf("a payload Secret of known fragments was not read from the memo: %v", err)
 	}
 	// Anything else is decoded whole, and a corrupt one refused: fragments
 	// the memo does not hold, or a manifest that does not give the hash.
-	fresh := newPayloadMemo(16)
+	fresh := newPayloadMemo(16, nil)
 	bad := secretOf(p, "uid-4", "1")
 	bad.Data[secrets.KeyFragments] = []byte("not gzip")
-	if _, err := fresh.decode(p.Pool, bad); err == nil {
+	if _, err := fresh.decode(ctx, p.Pool, bad); err == nil {
 		t.Fatal("a corrupt payload Secret of unknown fragments decoded")
 	}
 	forged := secretOf(p, "uid-5", "1")
 	forged.Annotations[secrets.AnnotationPayloadHash] = other.Hash
 	forged.Labels[secrets.LabelPayload] = other.Hash[:secrets.PayloadLabelLength]
 	forged.Data[secrets.KeyFragments] = []byte("not gzip")
-	if _, err := m.decode(p.Pool, forged); err == nil {
+	if _, err := m.decode(ctx, p.Pool, forged); err == nil {
 		t.Fatal("a payload Secret whose manifest does not give its hash was read from the memo")
 	}
+}
+
+func TestACachedPayloadSecretHoldsItsManifestOnlyAndIsReadWholeWhenNeeded(t *testing.T) {
+	ctx := context.Background()
+	p, _, err := payload.Render(inputstest.New().MustGather(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(p.Pool, p.Hash), secrets.FromPayload(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole.UID, whole.ResourceVersion = "uid-1", "1"
+	api := fake.NewClientBuilder().WithObjects(whole.DeepCopy()).Build()
+	cached := whole.DeepCopy()
+	secrets.StripPayload(cached)
+	if len(cached.Data) != 1 || cached.Data[secrets.KeyManifest] == nil || !secrets.Stripped(cached) {
+		t.Fatalf("a stripped payload Secret holds %d keys, want its manifest only", len(cached.Data))
+	}
+	token := &corev1.Secret{ObjectMeta: whole.ObjectMeta, Data: map[string][]byte{"token": []byte("x")}}
+	token.Labels = map[string]string{secrets.LabelKind: secrets.KindToken}
+	if secrets.StripPayload(token); string(token.Data["token"]) != "x" {
+		t.Fatal("StripPayload dropped the data of a Secret that is not a payload's")
+	}
+	m := newPayloadMemo(16, api)
+	got, err := m.decode(ctx, p.Pool, cached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != p.Hash || !reflect.DeepEqual(got.Fragments, p.Fragments) {
+		t.Fatalf("a stripped payload Secret decoded as %s with %d fragments, want %s with %d", got.Hash, len(got.Fragments), p.Hash, len(p.Fragments))
+	}
+	// Another pool's Secret of the same fragments needs no read at all.
+	other, err := payload.Compose("other-pool", p.Fragments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(other.Pool, other.Hash), secrets.FromPayload(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs.UID, theirs.ResourceVersion = "uid-2", "1"
+	secrets.StripPayload(theirs)
+	if o, err := newPayloadMemoFrom(m).decode(ctx, other.Pool, theirs); err != nil || o.Hash != other.Hash {
+		t.Fatalf("a stripped payload Secret of known fragments: %v", err)
+	}
+}
+
+// newPayloadMemoFrom is m unable to read the API server.
+func newPayloadMemoFrom(m *payloadMemo) *payloadMemo {
+	c := *m
+	c.api = nil
+	return &c
 }

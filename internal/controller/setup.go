@@ -15,6 +15,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/capi"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // AddToScheme registers what the controller reads and writes.
@@ -27,7 +28,9 @@ func AddToScheme(s *runtime.Scheme) error {
 
 // CacheOptions keeps the manager's cache small: no object keeps its
 // managedFields; Secrets are cached with their data only when they belong
-// to a pool, ConfigMaps by their metadata only; the content of other
+// to a pool, payload Secrets with their manifest only (the payload memo
+// reads one whole when it needs its fragments), ConfigMaps by their
+// metadata only; the content of other
 // Secrets (pull secrets) and of ConfigMaps is read uncached through
 // APIReader when their resourceVersion changes (inputReader).
 func CacheOptions() ctrlcache.Options {
@@ -40,6 +43,7 @@ func CacheOptions() ctrlcache.Options {
 					if _, owned := s.Labels[nodepoolv1.LabelPool]; !owned {
 						s.Data, s.StringData = nil, nil
 					}
+					secrets.StripPayload(s)
 				}
 				return in, nil
 			}},
@@ -81,7 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	}
 	settings.Default()
 	reader := newInputReader(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), 1024)
-	r.payloads = newPayloadMemo(2 * settings.RenderCacheSize)
+	r.payloads = newPayloadMemo(2*settings.RenderCacheSize, mgr.GetAPIReader())
 	if r.renders, err = newRenderCache(reader, settings.Inputs, settings.RenderCacheSize); err != nil {
 		return err
 	}

@@ -77,12 +77,14 @@ type Objects struct {
 // cannot be decoded is skipped and logged on log. Nodes are not read: they
 // live in the workload cluster.
 func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *rollout.Input, log logr.Logger) (*Objects, error) {
-	return ReadWith(ctx, c, pool, in, log, secrets.ToPayload)
+	return ReadWith(ctx, c, pool, in, log, func(_ context.Context, pool string, s *corev1.Secret) (*payload.Payload, error) {
+		return secrets.ToPayload(pool, s)
+	})
 }
 
 // PayloadDecoder reads a payload Secret of pool into its payload; the
 // payloads it returns are read, never changed.
-type PayloadDecoder func(pool string, s *corev1.Secret) (*payload.Payload, error)
+type PayloadDecoder func(ctx context.Context, pool string, s *corev1.Secret) (*payload.Payload, error)
 
 // ReadWith is Read decoding payload Secrets with decode (a controller
 // decodes each payload Secret once, not at every reconcile).
@@ -197,7 +199,7 @@ func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, i
 			}
 			in.Tokens[s.Name] = tok
 		case secrets.KindPayload:
-			pl, err := decode(pool.Name, s)
+			pl, err := decode(ctx, pool.Name, s)
 			if err != nil {
 				log.Error(err, "ignoring an unreadable payload Secret", "secret", s.Name)
 				continue

@@ -187,6 +187,29 @@ func PayloadIdentity(s *corev1.Secret) (pool, hash string, manifest map[string]s
 	return pool, hash, manifest, nil
 }
 
+// StripPayload drops what a payload Secret holds besides its manifest
+// (its Ignition and fragments, compressed), for a cache of the Secrets'
+// identities; other Secrets are left alone. PayloadIdentity reads a
+// stripped Secret; DecodePayload needs the Secret whole (Stripped).
+func StripPayload(s *corev1.Secret) {
+	if s.Labels[LabelKind] != KindPayload || s.Data == nil {
+		return
+	}
+	kept := map[string][]byte{}
+	if m, ok := s.Data[KeyManifest]; ok {
+		kept[KeyManifest] = m
+	}
+	s.Data, s.StringData = kept, nil
+}
+
+// Stripped reports whether payload Secret s lacks its fragments or its
+// Ignition: a copy StripPayload stripped, to be read whole again.
+func Stripped(s *corev1.Secret) bool {
+	_, fragments := s.Data[KeyFragments]
+	_, ignition := s.Data[KeyIgnition]
+	return !fragments || !ignition
+}
+
 // Ignition is the part of a payload Secret that the payload server serves.
 type Ignition struct {
 	// Pool and Hash identify the payload, as in Payload.
