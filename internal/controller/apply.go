@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -224,6 +226,9 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	}
 	// What machines boot is compared, not only the annotations: an edited
 	// Secret, or a new payload server URL or CA, is rewritten at once.
+	if secretHolds(old, s) {
+		return nil
+	}
 	updated := old.DeepCopy()
 	updated.Data, updated.Type = s.Data, s.Type
 	if updated.Labels == nil {
@@ -238,13 +243,29 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	for k, v := range s.Annotations {
 		updated.Annotations[k] = v
 	}
-	if equality.Semantic.DeepEqual(updated, old) {
-		return nil
-	}
 	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating user-data Secret %s: %w", a.Name, err)
 	}
 	return nil
+}
+
+// secretHolds reports whether Secret old already is desired: the same type and
+// data, and every label and annotation of desired (old may have more).
+// It is what a merge of desired into old would leave unchanged, compared
+// field by field rather than by reflection over both objects.
+func secretHolds(old, desired *corev1.Secret) bool {
+	return old.Type == desired.Type && maps.EqualFunc(old.Data, desired.Data, bytes.Equal) &&
+		includes(old.Labels, desired.Labels) && includes(old.Annotations, desired.Annotations)
+}
+
+// includes reports whether m has every entry of sub.
+func includes(m, sub map[string]string) bool {
+	for k, v := range sub {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // pointer is the user-data (pointer config) of a token. The payload

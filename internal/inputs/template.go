@@ -98,10 +98,12 @@ func (g *gatherer) pinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Un
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(tmpl.GroupVersionKind().GroupVersion().WithKind(tmpl.GetKind() + "List"))
+	// The clones are only read: a cache-backed reader hands out its own
+	// objects rather than copies of every pool's clone.
 	err := g.c.List(ctx, list, client.InNamespace(tmpl.GetNamespace()), client.MatchingLabels{
 		nodepoolv1.LabelTemplateSourceUID:        string(tmpl.GetUID()),
 		nodepoolv1.LabelTemplateSourceGeneration: strconv.FormatInt(tmpl.GetGeneration(), 10),
-	})
+	}, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return nil, fmt.Errorf("reading the clones of %s %s/%s: %w", tmpl.GetKind(), tmpl.GetNamespace(), tmpl.GetName(), err)
 	}
