@@ -369,10 +369,13 @@ func editLatencies(b *testing.B, env *harness.Env, nsOf func(int) string, n int)
 	for i := range edits {
 		k := (i * n / edits) &^ 1
 		name := fmt.Sprintf("pool-%05d", k)
-		md := &clusterv1.MachineDeployment{}
-		must(b, env.Client.Get(ctx, client.ObjectKey{Namespace: nsOf(k), Name: name}, md))
-		w, err := wc.Watch(ctx, &clusterv1.MachineDeploymentList{}, client.InNamespace(nsOf(k)),
-			client.MatchingFields{"metadata.name": name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: md.ResourceVersion}})
+		// From the list's resourceVersion, not the object's: a settled
+		// object's is older than the API server's watch window ("too old
+		// resource version") once the fleet has written more since.
+		byName := []client.ListOption{client.InNamespace(nsOf(k)), client.MatchingFields{"metadata.name": name}}
+		mds := &clusterv1.MachineDeploymentList{}
+		must(b, env.Client.List(ctx, mds, byName...))
+		w, err := wc.Watch(ctx, &clusterv1.MachineDeploymentList{}, append(byName, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: mds.ResourceVersion}})...)
 		must(b, err)
 		pool := &nodepoolv1.NodePool{}
 		must(b, env.Client.Get(ctx, client.ObjectKey{Namespace: nsOf(k), Name: name}, pool))
@@ -384,7 +387,8 @@ func editLatencies(b *testing.B, env *harness.Env, nsOf func(int) string, n int)
 			for ev := range w.ResultChan() {
 				md, ok := ev.Object.(*clusterv1.MachineDeployment)
 				if !ok {
-					continue
+					b.Errorf("watching MachineDeployment %s: %v", name, ev.Object)
+					return
 				}
 				if s := md.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; s != nil && s.IntValue() == 2 {
 					mu.Lock()
@@ -400,8 +404,11 @@ func editLatencies(b *testing.B, env *harness.Env, nsOf func(int) string, n int)
 	waitUntil(b, 10*time.Minute, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(seen) == edits
+		return len(seen) == edits || b.Failed()
 	})
+	if b.Failed() {
+		b.FailNow()
+	}
 	lat := make([]float64, 0, edits)
 	mu.Lock()
 	for _, v := range seen {
