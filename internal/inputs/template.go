@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,16 +108,26 @@ func (g *gatherer) pinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Un
 	if err != nil {
 		return nil, fmt.Errorf("reading the clones of %s %s/%s: %w", tmpl.GetKind(), tmpl.GetNamespace(), tmpl.GetName(), err)
 	}
-	clones := list.Items
+	// Oldest first, then by name; each clone's creation time is parsed
+	// once (an unstructured object parses it at every read).
+	type clone struct {
+		created time.Time
+		name    string
+		obj     *unstructured.Unstructured
+	}
+	clones := make([]clone, len(list.Items))
+	for i := range list.Items {
+		c := &list.Items[i]
+		clones[i] = clone{created: c.GetCreationTimestamp().Time, name: c.GetName(), obj: c}
+	}
 	sort.Slice(clones, func(i, j int) bool {
-		ti, tj := clones[i].GetCreationTimestamp(), clones[j].GetCreationTimestamp()
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
+		if !clones[i].created.Equal(clones[j].created) {
+			return clones[i].created.Before(clones[j].created)
 		}
-		return clones[i].GetName() < clones[j].GetName()
+		return clones[i].name < clones[j].name
 	})
-	for i := range clones {
-		c := &clones[i]
+	for _, cl := range clones {
+		c := cl.obj
 		spec := []byte(c.GetAnnotations()[nodepoolv1.AnnotationTemplateSourceSpec])
 		if c.GetDeletionTimestamp() != nil || !ownedByANodePool(c) || !json.Valid(spec) ||
 			!namedAfter(c.GetName(), TemplateInput{Spec: spec}.Hash()) {
