@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -76,6 +77,42 @@ func TestASameGenerationTemplateReadsAsTheSpecItsCloneWasMadeFrom(t *testing.T) 
 			}
 			if got.UID != "tmpl-uid" || got.Generation != 3 {
 				t.Errorf("source %s/%d, want tmpl-uid/3", got.UID, got.Generation)
+			}
+		})
+	}
+}
+
+func TestTheOldestCloneRecordIsTheOneEveryPoolReads(t *testing.T) {
+	pool := &metav1.OwnerReference{APIVersion: nodepoolv1.GroupVersion.String(), Kind: "NodePool", Name: "workers",
+		UID: "pool-uid", Controller: new(true)}
+	older := []byte(`{"template":{"spec":{"cpus":2}}}`)
+	newer := []byte(`{"template":{"spec":{"cpus":2,"zone":"zone-a"}}}`)
+	named := func(spec []byte, prefix string, created time.Time) *unstructured.Unstructured {
+		c := templateClone(prefix+"-"+inputs.TemplateInput{Spec: spec}.Hash()[:16], "tmpl-uid", "3", spec, pool)
+		c.SetCreationTimestamp(metav1.NewTime(created))
+		return c
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		clones []client.Object
+		want   []byte
+	}{
+		{"the older one", []client.Object{named(newer, "a", t0.Add(time.Hour)), named(older, "b", t0)}, older},
+		{"the same age: the first by name", []client.Object{named(newer, "b", t0), named(older, "a", t0)}, older},
+		{"the same age, other names", []client.Object{named(newer, "a", t0), named(older, "b", t0)}, newer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := inputstest.New()
+			w.Template.SetUID(types.UID("tmpl-uid"))
+			w.Template.SetGeneration(3)
+			w.Extra = tc.clones
+			in, err := inputs.Gather(context.Background(), w.Client(), w.Pool, w.Settings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := in.InfrastructureTemplate.Spec; string(got) != string(tc.want) {
+				t.Fatalf("read %s, want %s", got, tc.want)
 			}
 		})
 	}
