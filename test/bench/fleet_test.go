@@ -60,6 +60,8 @@ type fleetResult struct {
 	BumpRenders           float64 `json:"bumpRenders"`
 	BumpComposes          float64 `json:"bumpComposes"`
 	BumpWrites            float64 `json:"bumpWrites"`
+	BumpAPIServerCPU      float64 `json:"bumpAPIServerCPUSeconds"`
+	BumpEtcdCPU           float64 `json:"bumpEtcdCPUSeconds"`
 	PoolsRolled           int     `json:"poolsRolled"`
 	RSSBytesPerPool       float64 `json:"rssBytesPerPool"`
 	HeapBytesPerPool      float64 `json:"heapBytesPerPool"`
@@ -132,6 +134,9 @@ func BenchmarkFleet(b *testing.B) {
 	row("  controller CPU in it (start included)", func(r fleetResult) string { return secs(r.ResyncCPUSeconds) })
 	row("management bump visible on every pool", func(r fleetResult) string { return secs(r.BumpSeconds) })
 	row("  controller CPU in it", func(r fleetResult) string { return secs(r.BumpCPUSeconds) })
+	row("  kube-apiserver / etcd CPU in it", func(r fleetResult) string {
+		return fmt.Sprintf("%.1f/%.1f s", r.BumpAPIServerCPU, r.BumpEtcdCPU)
+	})
 	row("  pools rolled / renders / composes / writes", func(r fleetResult) string {
 		return fmt.Sprintf("%d/%.0f/%.0f/%.0f", r.PoolsRolled, r.BumpRenders, r.BumpComposes, r.BumpWrites)
 	})
@@ -199,7 +204,7 @@ func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*flee
 	must(b, c.Create(ctx, managementConfig(1)))
 	f := &fleet{env: env, c: c, bin: bin, dir: sub, kubeconfig: writeKubeconfig(b, env.Config, sub),
 		args: []string{"--payload-server-url", ps.URL, "--payload-server-ca", caFile, "--resync-period", "1h",
-			"--cleanup-grace-period", "1h", "--zap-log-level", "error", "--pprof-bind-address", os.Getenv("NODEPOOL_BENCH_PPROF")}}
+			"--cleanup-grace-period", "1h", "--zap-log-level", "error"}}
 	return f, ps
 }
 
@@ -267,6 +272,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 
 	p := f.start(b)
 	time.Sleep(3 * time.Second)
+	p.collectGarbage(b)
 	rssEmpty, heapEmpty := p.rss(b), p.heapInuse(b)
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -305,6 +311,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	time.Sleep(2 * time.Second)
 	res.ResyncWrites, res.ResyncRenders, res.ResyncComposes = p.writes(b), p.renders(b, "miss"), p.renders(b, "composed")
 	res.ResyncCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
+	p.collectGarbage(b)
 	res.RSSBytes, res.HeapInuseBytes = p.rss(b), p.heapInuse(b)
 	heapProfile(b, fmt.Sprintf("heap-%d", n))
 	res.RSSBytesPerPool = (res.RSSBytes - rssEmpty) / float64(n)
@@ -323,6 +330,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 
 	// A management bump across the fleet.
 	missed, composed, cpu, writes := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil), p.writes(b)
+	apiCPU, etcdCPU := childCPU("kube-apiserver"), childCPU("etcd")
 	t2 := time.Now()
 	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30+n/250)
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
@@ -333,6 +341,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	res.BumpRenders, res.BumpComposes = p.renders(b, "miss")-missed, p.renders(b, "composed")-composed
 	res.BumpWrites = p.writes(b) - writes
 	res.BumpCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil) - cpu
+	res.BumpAPIServerCPU, res.BumpEtcdCPU = childCPU("kube-apiserver")-apiCPU, childCPU("etcd")-etcdCPU
 	after := dataSecretNames(b, c, ns)
 	for k, v := range targets {
 		if after[k] != v {

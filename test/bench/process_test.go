@@ -29,7 +29,9 @@ import (
 type controllerProcess struct {
 	cmd     *exec.Cmd
 	metrics string
-	done    chan struct{}
+	// pprof is its /debug/pprof/ endpoint (NODEPOOL_BENCH_PPROF, or a free port).
+	pprof string
+	done  chan struct{}
 }
 
 // buildNodepool builds the nodepool binary into dir.
@@ -72,6 +74,11 @@ func freePort(b *testing.B) string {
 func startController(b *testing.B, bin, kubeconfig, logFile string, args ...string) *controllerProcess {
 	b.Helper()
 	addr := freePort(b)
+	pprof := os.Getenv("NODEPOOL_BENCH_PPROF")
+	if pprof == "" {
+		pprof = freePort(b)
+	}
+	args = append(args, "--pprof-bind-address", pprof)
 	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		b.Fatal(err)
@@ -83,7 +90,7 @@ func startController(b *testing.B, bin, kubeconfig, logFile string, args ...stri
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &controllerProcess{cmd: cmd, metrics: "http://" + addr + "/metrics", done: make(chan struct{})}
+	p := &controllerProcess{cmd: cmd, metrics: "http://" + addr + "/metrics", pprof: "http://" + pprof + "/debug/pprof/", done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); _ = log.Close(); close(p.done) }()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -100,6 +107,19 @@ func startController(b *testing.B, bin, kubeconfig, logFile string, args ...stri
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// collectGarbage has the controller run a garbage collection (its heap
+// profile endpoint with gc=1): its heap in use is then what it holds, not
+// what it has yet to collect.
+func (p *controllerProcess) collectGarbage(b *testing.B) {
+	b.Helper()
+	resp, err := http.Get(p.pprof + "heap?gc=1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 }
 
 // ProfileEnv names a folder: when set, BenchmarkFleet saves the
@@ -266,4 +286,32 @@ func loadAverage() string {
 		return "?"
 	}
 	return strings.Fields(string(b))[0]
+}
+
+// childCPU is the CPU seconds (user and system) used so far by this test
+// process's child processes named comm: the test control plane's
+// kube-apiserver and etcd are its children.
+func childCPU(comm string) float64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	total := 0.0
+	for _, d := range dirs {
+		raw, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open || s[open+1:end] != comm {
+			continue
+		}
+		// After the name: state ppid ... utime (14th field) stime (15th).
+		f := strings.Fields(s[end+1:])
+		if len(f) < 13 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		total += (utime + stime) / 100 // USER_HZ
+	}
+	return total
 }
