@@ -249,10 +249,11 @@ func TestKnobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	booted := watchBooted(t, ns)
 	if err := c.Create(ctx, simtest.MachineDeployment(ns, "c1", "knobs", "workers", boot.UserData, 1)); err != nil {
 		t.Fatal(err)
 	}
-	waitForBooted(t, ns, "knobs", simv1.ReasonBooting, "boot delay 3s")
+	eventually(t, 2*time.Minute, func() (bool, string) { return booted(simv1.ReasonBooting, "boot delay 3s") })
 	running(t, ns, "knobs", 1, boot, nil)
 	m, sm := simMachine(t, ns, "knobs")
 
