@@ -15,22 +15,8 @@ import (
 )
 
 func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
-	p, _, err := payload.Render(inputstest.New().MustGather(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := payload.Compose("other-pool", p.Fragments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secretOf := func(pl *payload.Payload, uid, rv string) *corev1.Secret {
-		s, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(pl.Pool, pl.Hash), secrets.FromPayload(pl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.UID, s.ResourceVersion = types.UID(uid), rv
-		return s
-	}
+	p, other := twoPoolsPayloads(t)
+	secretOf := func(pl *payload.Payload, uid, rv string) *corev1.Secret { return payloadSecretOf(t, pl, uid, rv) }
 	ctx := context.Background()
 	m := newPayloadMemo(16, nil)
 	s := secretOf(p, "uid-1", "1")
@@ -92,15 +78,8 @@ func TestAPayloadSecretIsDecodedOnceAndItsFragmentsKeptOnce(t *testing.T) {
 
 func TestACachedPayloadSecretHoldsItsManifestOnlyAndIsReadWholeWhenNeeded(t *testing.T) {
 	ctx := context.Background()
-	p, _, err := payload.Render(inputstest.New().MustGather(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	whole, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(p.Pool, p.Hash), secrets.FromPayload(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	whole.UID, whole.ResourceVersion = "uid-1", "1"
+	p, other := twoPoolsPayloads(t)
+	whole := payloadSecretOf(t, p, "uid-1", "1")
 	api := fake.NewClientBuilder().WithObjects(whole.DeepCopy()).Build()
 	cached := whole.DeepCopy()
 	secrets.StripPayload(cached)
@@ -121,15 +100,7 @@ func TestACachedPayloadSecretHoldsItsManifestOnlyAndIsReadWholeWhenNeeded(t *tes
 		t.Fatalf("a stripped payload Secret decoded as %s with %d fragments, want %s with %d", got.Hash, len(got.Fragments), p.Hash, len(p.Fragments))
 	}
 	// Another pool's Secret of the same fragments needs no read at all.
-	other, err := payload.Compose("other-pool", p.Fragments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(other.Pool, other.Hash), secrets.FromPayload(other))
-	if err != nil {
-		t.Fatal(err)
-	}
-	theirs.UID, theirs.ResourceVersion = "uid-2", "1"
+	theirs := payloadSecretOf(t, other, "uid-2", "1")
 	secrets.StripPayload(theirs)
 	if o, err := newPayloadMemoFrom(m).decode(ctx, other.Pool, theirs); err != nil || o.Hash != other.Hash {
 		t.Fatalf("a stripped payload Secret of known fragments: %v", err)
@@ -141,4 +112,28 @@ func newPayloadMemoFrom(m *payloadMemo) *payloadMemo {
 	c := *m
 	c.api = nil
 	return &c
+}
+
+// twoPoolsPayloads are the payloads of two pools of the same inputs.
+func twoPoolsPayloads(t *testing.T) (p, other *payload.Payload) {
+	t.Helper()
+	p, _, err := payload.Render(inputstest.New().MustGather(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other, err = payload.Compose("other-pool", p.Fragments); err != nil {
+		t.Fatal(err)
+	}
+	return p, other
+}
+
+// payloadSecretOf is pl's payload Secret as the API server has it.
+func payloadSecretOf(t *testing.T, pl *payload.Payload, uid, rv string) *corev1.Secret {
+	t.Helper()
+	s, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(pl.Pool, pl.Hash), secrets.FromPayload(pl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.UID, s.ResourceVersion = types.UID(uid), rv
+	return s
 }
