@@ -39,9 +39,7 @@ type world struct {
 // fills the engine's input with them.
 func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in *rollout.Input) (*world, error) {
 	log := r.log(pool)
-	decode := func(_ context.Context, pool string, s *corev1.Secret) (*payload.Payload, error) {
-		return secrets.ToPayload(pool, s)
-	}
+	decode := observe.PayloadDecoder(observe.DecodeWhole)
 	if r.payloads != nil {
 		decode = r.payloads.decode
 	}

@@ -102,17 +102,9 @@ func (m *payloadMemo) known(pool string, s *corev1.Secret) *payload.Payload {
 	if s.UID == "" {
 		return nil
 	}
-	owner, hash, names, err := secrets.PayloadIdentity(s)
+	owner, hash, manifest, err := secrets.ToManifest(s)
 	if err != nil || owner != pool {
 		return nil
-	}
-	manifest := make(payload.Manifest, len(names))
-	for name, d := range names {
-		c, err := inputs.ParseComponent(name)
-		if err != nil {
-			return nil
-		}
-		manifest[c] = d
 	}
 	c, ok := m.contents.get(contentKey(manifest))
 	if !ok || payload.HashOf(pool, c.manifest) != hash {

@@ -77,9 +77,13 @@ type Objects struct {
 // cannot be decoded is skipped and logged on log. Nodes are not read: they
 // live in the workload cluster.
 func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *rollout.Input, log logr.Logger) (*Objects, error) {
-	return ReadWith(ctx, c, pool, in, log, func(_ context.Context, pool string, s *corev1.Secret) (*payload.Payload, error) {
-		return secrets.ToPayload(pool, s)
-	})
+	return ReadWith(ctx, c, pool, in, log, DecodeWhole)
+}
+
+// DecodeWhole is the PayloadDecoder of a reader that holds payload Secrets
+// whole: it decodes every one it is given.
+func DecodeWhole(_ context.Context, pool string, s *corev1.Secret) (*payload.Payload, error) {
+	return secrets.ToPayload(pool, s)
 }
 
 // PayloadDecoder reads a payload Secret of pool into its payload; the

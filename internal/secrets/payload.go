@@ -168,8 +168,21 @@ func PayloadIdentity(s *corev1.Secret) (pool, hash string, manifest map[string]s
 	if err := checkKind(s, KindPayload, TypePayload); err != nil {
 		return "", "", nil, err
 	}
+	pool, hash, errs := identity(s)
+	if err := json.Unmarshal(s.Data[KeyManifest], &manifest); err != nil || manifest == nil {
+		errs = append(errs, fmt.Errorf("%s is not a JSON object of component digests", KeyManifest))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", "", nil, fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return pool, hash, manifest, nil
+}
+
+// identity is a payload Secret's pool label and hash annotation, with what
+// is wrong with them: a pool name, a hash, and a payload label that is the
+// hash's start.
+func identity(s *corev1.Secret) (pool, hash string, errs []error) {
 	pool, hash = s.Labels[LabelPool], s.Annotations[AnnotationPayloadHash]
-	var errs []error
 	if err := validatePool(pool); err != nil {
 		errs = append(errs, err)
 	}
@@ -178,13 +191,7 @@ func PayloadIdentity(s *corev1.Secret) (pool, hash string, manifest map[string]s
 	} else if got, want := s.Labels[LabelPayload], hash[:PayloadLabelLength]; got != want {
 		errs = append(errs, fmt.Errorf("label %s is %q, want %q (the start of annotation %s)", LabelPayload, got, want, AnnotationPayloadHash))
 	}
-	if err := json.Unmarshal(s.Data[KeyManifest], &manifest); err != nil || manifest == nil {
-		errs = append(errs, fmt.Errorf("%s is not a JSON object of component digests", KeyManifest))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return "", "", nil, fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	return pool, hash, manifest, nil
+	return pool, hash, errs
 }
 
 // StripPayload drops what a payload Secret holds besides its manifest
@@ -225,16 +232,9 @@ func DecodeIgnition(s *corev1.Secret) (Ignition, error) {
 	if err := checkKind(s, KindPayload, TypePayload); err != nil {
 		return Ignition{}, err
 	}
-	ign := Ignition{Pool: s.Labels[LabelPool], Hash: s.Annotations[AnnotationPayloadHash], Gzip: s.Data[KeyIgnition]}
+	ign := Ignition{Gzip: s.Data[KeyIgnition]}
 	var errs []error
-	if err := validatePool(ign.Pool); err != nil {
-		errs = append(errs, err)
-	}
-	if err := ValidateHash(ign.Hash); err != nil {
-		errs = append(errs, fmt.Errorf("annotation %s: %w", AnnotationPayloadHash, err))
-	} else if got, want := s.Labels[LabelPayload], ign.Hash[:PayloadLabelLength]; got != want {
-		errs = append(errs, fmt.Errorf("label %s is %q, want %q (the start of annotation %s)", LabelPayload, got, want, AnnotationPayloadHash))
-	}
+	ign.Pool, ign.Hash, errs = identity(s)
 	if ign.Gzip == nil {
 		errs = append(errs, fmt.Errorf("key %s is missing", KeyIgnition))
 	} else if raw, err := Gunzip(ign.Gzip); err != nil {

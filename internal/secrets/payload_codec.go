@@ -36,13 +36,34 @@ func ToPayload(pool string, s *corev1.Secret) (*payload.Payload, error) {
 		}
 		frags[c] = f
 	}
-	manifest := make(payload.Manifest, len(sp.Manifest))
-	for name, d := range sp.Manifest {
+	manifest, err := toManifest(s, sp.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	return &payload.Payload{Pool: pool, Ignition: sp.Ignition, Fragments: frags, Manifest: manifest, Hash: sp.Hash}, nil
+}
+
+// ToManifest reads what names a payload Secret's payload without inflating
+// anything (PayloadIdentity), its manifest by component.
+func ToManifest(s *corev1.Secret) (pool, hash string, manifest payload.Manifest, err error) {
+	pool, hash, names, err := PayloadIdentity(s)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if manifest, err = toManifest(s, names); err != nil {
+		return "", "", nil, err
+	}
+	return pool, hash, manifest, nil
+}
+
+func toManifest(s *corev1.Secret, names map[string]string) (payload.Manifest, error) {
+	manifest := make(payload.Manifest, len(names))
+	for name, d := range names {
 		c, err := inputs.ParseComponent(name)
 		if err != nil {
 			return nil, fmt.Errorf("payload Secret %s: %w", s.Name, err)
 		}
 		manifest[c] = d
 	}
-	return &payload.Payload{Pool: pool, Ignition: sp.Ignition, Fragments: frags, Manifest: manifest, Hash: sp.Hash}, nil
+	return manifest, nil
 }
