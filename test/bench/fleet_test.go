@@ -275,6 +275,11 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	p.collectGarbage(b)
 	rssEmpty, heapEmpty := p.rss(b), p.heapInuse(b)
 	t0 := time.Now()
+	// The API server's profile of a minute well into the settle, when
+	// every kind of object is being written.
+	settleProfile := time.AfterFunc(time.Duration(n/20)*time.Second, func() {
+		apiServerProfile(b, f.env.Config, fmt.Sprintf("apiserver-settle-%d", n), 60)()
+	})
 	var wg sync.WaitGroup
 	work := make(chan int)
 	for range 16 {
@@ -296,6 +301,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 			p.Status.ObservedGeneration == p.Generation
 	})
 	res.SettleSeconds = time.Since(t0).Seconds()
+	settleProfile.Stop()
 	res.SettleCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	b.Logf("%d pools settled in %.1f s", n, res.SettleSeconds)
 	quiet(b, p) // Cluster API's last status updates reconciled
@@ -333,6 +339,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	apiCPU, etcdCPU := childCPU("kube-apiserver"), childCPU("etcd")
 	t2 := time.Now()
 	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30+n/250)
+	waitAPIProfile := apiServerProfile(b, f.env.Config, fmt.Sprintf("apiserver-bump-%d", n), 15+n/250)
 	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
 	pw.waitAll(b, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
 		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)
@@ -351,6 +358,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	res.LoadAverage = loadAverage()
 	b.Logf("management bump visible on every pool after %.2f s, %d rolled, %.0f renders, %.0f composes", res.BumpSeconds, res.PoolsRolled, res.BumpRenders, res.BumpComposes)
 	waitProfile()
+	waitAPIProfile()
 	p.stop()
 	return res
 }
@@ -509,6 +517,7 @@ func (pw *poolWatch) waitAll(b *testing.B, n int, what string, ok func(*nodepool
 	// it). Events are coalesced instead: a check at most every 10 µs a
 	// pool (100 ms at 10,000).
 	every := max(10*time.Millisecond, time.Duration(n)*10*time.Microsecond)
+	start, reported := time.Now(), time.Now()
 	for {
 		pw.mu.Lock()
 		good := 0
@@ -520,6 +529,10 @@ func (pw *poolWatch) waitAll(b *testing.B, n int, what string, ok func(*nodepool
 		pw.mu.Unlock()
 		if good >= n {
 			return
+		}
+		if time.Since(reported) >= time.Minute { // progress of a long wait, live when the test binary runs directly
+			reported = time.Now()
+			fmt.Printf("%s: %d of %d after %s\n", what, good, n, time.Since(start).Round(time.Second))
 		}
 		select {
 		case <-pw.changed:

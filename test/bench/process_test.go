@@ -322,3 +322,41 @@ func childCPU(comm string) float64 {
 	}
 	return total
 }
+
+// apiServerProfile saves a CPU profile of the kube-apiserver over the next
+// seconds to ProfileEnv/name.pprof, when ProfileEnv is set: where the API
+// server's time goes when it, not the controller, bounds a phase.
+func apiServerProfile(b *testing.B, cfg *rest.Config, name string, seconds int) (wait func()) {
+	dir := os.Getenv(ProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		hc.Timeout = time.Duration(seconds+60) * time.Second
+		resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds))
+		if err != nil {
+			b.Errorf("the kube-apiserver's profile: %v", err)
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			b.Errorf("the kube-apiserver's profile: %s", resp.Status)
+			return
+		}
+		f, err := os.Create(filepath.Join(dir, name+".pprof"))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer func() { _ = f.Close() }()
+		_, _ = io.Copy(f, resp.Body)
+	}()
+	return func() { <-done }
+}
