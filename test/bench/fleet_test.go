@@ -17,9 +17,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -43,6 +48,12 @@ const (
 	// PerNamespaceEnv is how many pools share a namespace (default 1000):
 	// a fleet of 10,000 is ten namespaces, each a Cluster with its pools.
 	PerNamespaceEnv = "NODEPOOL_BENCH_POOLS_PER_NAMESPACE"
+	// AttachEnv is the folder of a fleet an earlier run left settled (its
+	// kubeconfig and controller-args, with its control plane still up):
+	// the run measures that fleet's resync, memory, edits and bump, and
+	// settles nothing. For a fleet whose settle takes longer than a run
+	// can wait (10,000 pools on 2 cores), or whose benchmark was stopped.
+	AttachEnv = "NODEPOOL_BENCH_ATTACH"
 )
 
 // fleetResult is one fleet size's figures (the JSON summary's rows).
@@ -55,6 +66,7 @@ type fleetResult struct {
 	ResyncRenders         float64 `json:"resyncRenders"`
 	ResyncComposes        float64 `json:"resyncComposes"`
 	ResyncCPUSeconds      float64 `json:"resyncCPUSeconds"`
+	ResyncAPIServerCPU    float64 `json:"resyncAPIServerCPUSeconds"`
 	BumpCPUSeconds        float64 `json:"bumpCPUSeconds"`
 	BumpSeconds           float64 `json:"bumpSeconds"`
 	BumpRenders           float64 `json:"bumpRenders"`
@@ -97,10 +109,15 @@ func BenchmarkFleet(b *testing.B) {
 	dir := b.TempDir()
 	bin := buildNodepool(b, dir)
 	var results []fleetResult
-	for _, n := range sizes {
-		results = append(results, runFleet(b, bin, dir, n))
+	ratio := map[string]float64{}
+	if from := os.Getenv(AttachEnv); from != "" {
+		results = append(results, attachFleet(b, bin, from))
+	} else {
+		for _, n := range sizes {
+			results = append(results, runFleet(b, bin, dir, n))
+		}
+		ratio = runRolloutComparison(b, bin, dir)
 	}
-	ratio := runRolloutComparison(b, bin, dir)
 
 	host, _ := os.Hostname()
 	summary := map[string]any{"date": time.Now().UTC().Format(time.RFC3339), "host": host, "cpus": runtime.NumCPU(),
@@ -132,6 +149,7 @@ func BenchmarkFleet(b *testing.B) {
 		return fmt.Sprintf("%.0f/%.0f/%.0f", r.ResyncWrites, r.ResyncRenders, r.ResyncComposes)
 	})
 	row("  controller CPU in it (start included)", func(r fleetResult) string { return secs(r.ResyncCPUSeconds) })
+	row("  kube-apiserver CPU in it", func(r fleetResult) string { return secs(r.ResyncAPIServerCPU) })
 	row("management bump visible on every pool", func(r fleetResult) string { return secs(r.BumpSeconds) })
 	row("  controller CPU in it", func(r fleetResult) string { return secs(r.BumpCPUSeconds) })
 	row("  kube-apiserver / etcd CPU in it", func(r fleetResult) string {
@@ -150,8 +168,10 @@ func BenchmarkFleet(b *testing.B) {
 	row("edit -> MachineDeployment patch p50, resync", func(r fleetResult) string { return secs(r.EditToPatchP50Seconds) })
 	row("edit -> MachineDeployment patch p99, resync", func(r fleetResult) string { return secs(r.EditToPatchP99Seconds) })
 	row("load average (1 min, at the end)", func(r fleetResult) string { return r.LoadAverage })
-	fmt.Fprintf(&t, "\n3-machine rollout: nodepool %.1f s, bare MachineDeployment %.1f s, ratio %.3f\n",
-		ratio["nodepoolSeconds"], ratio["bareSeconds"], ratio["ratio"])
+	if len(ratio) > 0 {
+		fmt.Fprintf(&t, "\n3-machine rollout: nodepool %.1f s, bare MachineDeployment %.1f s, ratio %.3f\n",
+			ratio["nodepoolSeconds"], ratio["bareSeconds"], ratio["ratio"])
+	}
 	b.Log(t.String())
 	fmt.Println(t.String())
 }
@@ -205,6 +225,8 @@ func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*flee
 	f := &fleet{env: env, c: c, bin: bin, dir: sub, kubeconfig: writeKubeconfig(b, env.Config, sub),
 		args: []string{"--payload-server-url", ps.URL, "--payload-server-ca", caFile, "--resync-period", "1h",
 			"--cleanup-grace-period", "1h", "--zap-log-level", "error"}}
+	// What a later run needs to measure this fleet again (AttachEnv).
+	must(b, os.WriteFile(filepath.Join(sub, "controller-args"), []byte(strings.Join(f.args, "\n")+"\n"), 0o644))
 	return f, ps
 }
 
@@ -268,7 +290,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	}
 	const ns = "" // every namespace of the fleet
 	res := fleetResult{Pools: n}
-	pw := watchPools(b, f.env)
+	pw := watchPools(b, f.env.Config, f.env.Scheme)
 
 	p := f.start(b)
 	time.Sleep(3 * time.Second)
@@ -296,24 +318,76 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	}
 	close(work)
 	wg.Wait()
-	pw.waitAll(b, n, "every pool settled", func(p *nodepoolv1.NodePool) bool {
-		return p.Annotations[nodepoolv1.AnnotationCurrentPayload] != "" && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) &&
-			p.Status.ObservedGeneration == p.Generation
-	})
+	pw.waitAll(b, n, "every pool settled", settled)
 	res.SettleSeconds = time.Since(t0).Seconds()
 	settleProfile.Stop()
 	res.SettleCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	b.Logf("%d pools settled in %.1f s", n, res.SettleSeconds)
 	quiet(b, p) // Cluster API's last status updates reconciled
-	targets := dataSecretNames(b, c, ns)
 	p.stop()
+	return measureSettled(b, f, pw, n, nsOf, res, rssEmpty, heapEmpty)
+}
+
+// attachFleet measures the settled fleet of folder from (AttachEnv): its
+// pools are counted, its controller's empty figures are a controller
+// owning only a namespace with no pool.
+func attachFleet(b *testing.B, bin, from string) fleetResult {
+	kubeconfig := filepath.Join(from, "kubeconfig")
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	must(b, err)
+	scheme, err := harness.NewScheme()
+	must(b, err)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	must(b, err)
+	raw, err := os.ReadFile(filepath.Join(from, "controller-args"))
+	must(b, err)
+	attached = true // its control plane is not this process's child
+	f := &fleet{env: &harness.Env{Config: cfg, Scheme: scheme, Client: c}, c: c, bin: bin, dir: from, kubeconfig: kubeconfig,
+		args: strings.Fields(string(raw))}
+	pw := watchPools(b, cfg, scheme)
+	pw.mu.Lock()
+	n := len(pw.pools)
+	pw.mu.Unlock()
+	per := 1000
+	if v := os.Getenv(PerNamespaceEnv); v != "" {
+		if per, err = strconv.Atoi(v); err != nil || per <= 0 {
+			b.Fatalf("%s=%q: want a positive number", PerNamespaceEnv, v)
+		}
+	}
+	nsOf := func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }
+	pw.waitAll(b, n, "every pool settled", settled)
+	empty := startController(b, bin, kubeconfig, filepath.Join(from, "controller-empty.log"),
+		append(append([]string{}, f.args...), "--shard", "bench-empty", "--namespaces", "bench-empty")...)
+	time.Sleep(3 * time.Second)
+	empty.collectGarbage(b)
+	rssEmpty, heapEmpty := empty.rss(b), empty.heapInuse(b)
+	empty.stop()
+	b.Logf("attached to %d settled pools", n)
+	return measureSettled(b, f, pw, n, nsOf, fleetResult{Pools: n}, rssEmpty, heapEmpty)
+}
+
+// settled: the pool runs its payload, is Ready and has seen its spec.
+func settled(p *nodepoolv1.NodePool) bool {
+	return p.Annotations[nodepoolv1.AnnotationCurrentPayload] != "" && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) &&
+		p.Status.ObservedGeneration == p.Generation
+}
+
+// measureSettled takes the figures of a settled fleet of n pools: a full
+// resync (a restart) with the memory after it, edits during a resync, and
+// a management bump. rssEmpty and heapEmpty are the controller's with no
+// pool.
+func measureSettled(b *testing.B, f *fleet, pw *poolWatch, n int, nsOf func(int) string, res fleetResult, rssEmpty, heapEmpty float64) fleetResult {
+	ctx, c := context.Background(), f.c
+	const ns = "" // every namespace of the fleet
+	targets := dataSecretNames(b, c, ns)
 
 	// A full resync of settled pools: a restart reconciles every pool.
-	t1 := time.Now()
-	p = f.start(b)
+	t1, apiCPU := time.Now(), childCPU("kube-apiserver")
+	p := f.start(b)
 	waitProfile := profile(b, fmt.Sprintf("resync-%d", n), 15+n/500)
 	waitReconciles(b, p, n)
 	res.ResyncSeconds = time.Since(t1).Seconds()
+	res.ResyncAPIServerCPU = childCPU("kube-apiserver") - apiCPU
 	time.Sleep(2 * time.Second)
 	res.ResyncWrites, res.ResyncRenders, res.ResyncComposes = p.writes(b), p.renders(b, "miss"), p.renders(b, "composed")
 	res.ResyncCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
@@ -340,9 +414,15 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	t2 := time.Now()
 	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30+n/250)
 	waitAPIProfile := apiServerProfile(b, f.env.Config, fmt.Sprintf("apiserver-bump-%d", n), 15+n/250)
-	must(b, c.Update(ctx, withVersion(b, c, managementConfig(2))))
+	// A version no earlier run used, and each pool's pending changes
+	// before it: an attached fleet (AttachEnv) may show an earlier bump's
+	// drift already, and the bump is seen when a pool's pending changes
+	// are new.
+	before := pw.pendingChanges()
+	must(b, c.Update(ctx, withVersion(b, c, managementConfig(int(time.Now().Unix())))))
 	pw.waitAll(b, n, "every pool shows the drift", func(p *nodepoolv1.NodePool) bool {
-		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending)
+		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending) &&
+			pendingOf(p) != before[client.ObjectKeyFromObject(p)]
 	})
 	res.BumpSeconds = time.Since(t2).Seconds()
 	res.BumpRenders, res.BumpComposes = p.renders(b, "miss")-missed, p.renders(b, "composed")-composed
@@ -397,7 +477,12 @@ func editLatencies(b *testing.B, env *harness.Env, nsOf func(int) string, n int)
 		pool := &nodepoolv1.NodePool{}
 		must(b, env.Client.Get(ctx, client.ObjectKey{Namespace: nsOf(k), Name: name}, pool))
 		patch := client.MergeFrom(pool.DeepCopy())
-		pool.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(2))
+		// One more than now: an attached fleet (AttachEnv) may have been edited by an earlier run.
+		want := 2
+		if cur := pool.Spec.Management.Replace.RollingUpdate.MaxSurge; cur != nil && cur.Type == intstr.Int {
+			want = cur.IntValue() + 1
+		}
+		pool.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt(want))
 		started := time.Now()
 		go func() {
 			defer w.Stop()
@@ -407,7 +492,7 @@ func editLatencies(b *testing.B, env *harness.Env, nsOf func(int) string, n int)
 					b.Errorf("watching MachineDeployment %s: %v", name, ev.Object)
 					return
 				}
-				if s := md.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; s != nil && s.IntValue() == 2 {
+				if s := md.Spec.Rollout.Strategy.RollingUpdate.MaxSurge; s != nil && s.IntValue() == want {
 					mu.Lock()
 					seen[name] = time.Since(started).Seconds()
 					mu.Unlock()
@@ -459,52 +544,88 @@ func waitAll(b *testing.B, c client.Client, ns string, n int, what string, ok fu
 	b.Fatalf("timed out waiting for %s", what)
 }
 
-// poolWatch follows every NodePool through a watch, so that waiting for a
-// condition on the whole fleet costs no list of it (a list of 10,000 pools
-// is tens of MB for the API server to send) and sees the moment the last
-// pool met it.
+// poolWatch follows every NodePool through an informer, so that waiting
+// for a condition on the whole fleet costs no list of it (a list of 10,000
+// pools is tens of MB for the API server to send) and sees the moment the
+// last pool met it. An informer, not a bare watch: a watch the API server
+// closes (a watcher it finds too slow, during a 10,000-pool settle, is
+// closed hundreds of times) is resumed from its last resourceVersion, where
+// a bare watch reopened from nothing replays every pool first, falls behind
+// again and is closed again, and never catches up.
 type poolWatch struct {
 	mu      sync.Mutex
 	pools   map[client.ObjectKey]*nodepoolv1.NodePool
 	changed chan struct{}
 }
 
-func watchPools(b *testing.B, env *harness.Env) *poolWatch {
+func watchPools(b *testing.B, cfg *rest.Config, scheme *kruntime.Scheme) *poolWatch {
 	b.Helper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	must(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	pw := &poolWatch{pools: map[client.ObjectKey]*nodepoolv1.NodePool{}, changed: make(chan struct{}, 1)}
-	go func() {
-		for ctx.Err() == nil {
-			// No resourceVersion: the watch starts with every pool as
-			// ADDED, so a watch the API server closed is simply reopened.
-			w, err := wc.Watch(ctx, &nodepoolv1.NodePoolList{})
-			if err != nil {
-				time.Sleep(time.Second)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				p, ok := ev.Object.(*nodepoolv1.NodePool)
-				if !ok {
-					continue
-				}
-				pw.mu.Lock()
-				if ev.Type == "DELETED" {
-					delete(pw.pools, client.ObjectKeyFromObject(p))
-				} else {
-					pw.pools[client.ObjectKeyFromObject(p)] = p
-				}
-				pw.mu.Unlock()
-				select {
-				case pw.changed <- struct{}{}:
-				default:
-				}
-			}
+	informers, err := crcache.New(cfg, crcache.Options{Scheme: scheme})
+	must(b, err)
+	inf, err := informers.GetInformer(ctx, &nodepoolv1.NodePool{})
+	must(b, err)
+	set := func(obj any, deleted bool) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
 		}
-	}()
+		p, ok := obj.(*nodepoolv1.NodePool)
+		if !ok {
+			return
+		}
+		pw.mu.Lock()
+		if deleted {
+			delete(pw.pools, client.ObjectKeyFromObject(p))
+		} else {
+			pw.pools[client.ObjectKeyFromObject(p)] = p
+		}
+		pw.mu.Unlock()
+		select {
+		case pw.changed <- struct{}{}:
+		default:
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { set(o, false) },
+		UpdateFunc: func(_, o any) { set(o, false) },
+		DeleteFunc: func(o any) { set(o, true) },
+	})
+	must(b, err)
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		b.Fatal("the benchmark's informer of NodePools did not sync")
+	}
+	// Synced is the informer's store; its handler may still be adding.
+	list := &nodepoolv1.NodePoolList{}
+	must(b, informers.List(ctx, list))
+	waitUntil(b, 10*time.Minute, func() bool {
+		pw.mu.Lock()
+		defer pw.mu.Unlock()
+		return len(pw.pools) >= len(list.Items)
+	})
 	return pw
+}
+
+// pendingChanges is every pool's pendingOf.
+func (pw *poolWatch) pendingChanges() map[client.ObjectKey]string {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	out := make(map[client.ObjectKey]string, len(pw.pools))
+	for k, p := range pw.pools {
+		out[k] = pendingOf(p)
+	}
+	return out
+}
+
+// pendingOf is what a pool's pending management changes desire.
+func pendingOf(p *nodepoolv1.NodePool) string {
+	var out strings.Builder
+	for _, c := range p.Status.PendingManagementChanges {
+		out.WriteString(c.Component + "=" + c.Desired + ";")
+	}
+	return out.String()
 }
 
 // waitAll waits until n pools meet ok.

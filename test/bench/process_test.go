@@ -295,6 +295,10 @@ func loadAverage() string {
 	return strings.Fields(string(b))[0]
 }
 
+// attached: the control plane is an earlier run's (AttachEnv), not this
+// process's children.
+var attached bool
+
 // childCPU is the CPU seconds (user and system) used so far by this test
 // process's child processes named comm: the test control plane's
 // kube-apiserver and etcd are its children.
@@ -313,7 +317,7 @@ func childCPU(comm string) float64 {
 		}
 		// After the name: state ppid ... utime (14th field) stime (15th).
 		f := strings.Fields(s[end+1:])
-		if len(f) < 13 || f[1] != strconv.Itoa(os.Getpid()) {
+		if len(f) < 13 || (!attached && f[1] != strconv.Itoa(os.Getpid())) {
 			continue
 		}
 		utime, _ := strconv.ParseFloat(f[11], 64)

@@ -69,11 +69,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range append([]func(*runtime.Scheme) error{capi.AddToScheme, nodepoolv1.AddToScheme, simv1.AddToScheme}, opts.AddToScheme...) {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
+	scheme, err := NewScheme(opts.AddToScheme...)
+	if err != nil {
+		return nil, err
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -157,4 +155,16 @@ func (e *Env) NewNamespace(t testing.TB) string {
 	}
 	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
 	return ns.Name
+}
+
+// NewScheme knows client-go, Cluster API v1beta2, nodepool and the sim
+// provider's types, and those of more.
+func NewScheme(more ...func(*runtime.Scheme) error) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range append([]func(*runtime.Scheme) error{capi.AddToScheme, nodepoolv1.AddToScheme, simv1.AddToScheme}, more...) {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
 }
