@@ -284,14 +284,7 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	ctx := context.Background()
 	f, _ := startFleetEnv(b, bin, dir, false)
 	c := f.c
-	per := 1000
-	if v := os.Getenv(PerNamespaceEnv); v != "" {
-		var err error
-		if per, err = strconv.Atoi(v); err != nil || per <= 0 {
-			b.Fatalf("%s=%q: want a positive number", PerNamespaceEnv, v)
-		}
-	}
-	nsOf := func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }
+	nsOf, per := namespaces(b)
 	for i := 0; i < n; i += per {
 		poolNamespace(b, c, nsOf(i))
 	}
@@ -306,7 +299,10 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	t0 := time.Now()
 	// The API server's profile of a minute well into the settle, when
 	// every kind of object is being written.
+	var profiling sync.WaitGroup
+	profiling.Add(1)
 	settleProfile := time.AfterFunc(time.Duration(n/20)*time.Second, func() {
+		defer profiling.Done()
 		apiServerProfile(b, f.env.Config, fmt.Sprintf("apiserver-settle-%d", n), 60)()
 	})
 	var wg sync.WaitGroup
@@ -327,7 +323,10 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	wg.Wait()
 	pw.waitAll(b, n, "every pool settled", settled)
 	res.SettleSeconds = time.Since(t0).Seconds()
-	settleProfile.Stop()
+	if settleProfile.Stop() {
+		profiling.Done() // never started
+	}
+	profiling.Wait()
 	res.SettleCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	b.Logf("%d pools settled in %.1f s", n, res.SettleSeconds)
 	quiet(b, p) // Cluster API's last status updates reconciled
@@ -356,13 +355,7 @@ func attachFleet(b *testing.B, bin, from string) fleetResult {
 	pw.mu.Lock()
 	n := len(pw.pools)
 	pw.mu.Unlock()
-	per := 1000
-	if v := os.Getenv(PerNamespaceEnv); v != "" {
-		if per, err = strconv.Atoi(v); err != nil || per <= 0 {
-			b.Fatalf("%s=%q: want a positive number", PerNamespaceEnv, v)
-		}
-	}
-	nsOf := func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }
+	nsOf, _ := namespaces(b)
 	pw.waitAll(b, n, "every pool settled", settled)
 	empty := startController(b, bin, kubeconfig, filepath.Join(from, "controller-empty.log"),
 		append(append([]string{}, f.args...), "--shard", "bench-empty", "--namespaces", "bench-empty")...)
@@ -372,6 +365,19 @@ func attachFleet(b *testing.B, bin, from string) fleetResult {
 	empty.stop()
 	b.Logf("attached to %d settled pools", n)
 	return measureSettled(b, f, pw, n, nsOf, fleetResult{Pools: n}, rssEmpty, heapEmpty)
+}
+
+// namespaces is the namespace of the i-th pool, and how many pools share
+// one (PerNamespaceEnv, default 1000).
+func namespaces(b *testing.B) (nsOf func(int) string, per int) {
+	per = 1000
+	if v := os.Getenv(PerNamespaceEnv); v != "" {
+		var err error
+		if per, err = strconv.Atoi(v); err != nil || per <= 0 {
+			b.Fatalf("%s=%q: want a positive number", PerNamespaceEnv, v)
+		}
+	}
+	return func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }, per
 }
 
 // settled: the pool runs its payload, is Ready and has seen its spec.
