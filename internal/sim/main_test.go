@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -240,55 +239,6 @@ func waitForBooted(t *testing.T, namespace, md, reason string, contains ...strin
 		return true, ""
 	})
 	return out
-}
-
-// watchBooted watches the namespace's SimMachines from now on and returns
-// a check that one of them was seen with Booted reason reason and a
-// message containing each of contains. A watch sees every state the sim
-// wrote, however briefly it lasted; polling misses a short one on a busy
-// machine (a 3 s boot delay read only after it ended).
-func watchBooted(t *testing.T, namespace string) func(reason string, contains ...string) (bool, string) {
-	t.Helper()
-	env, _ := testEnv(t)
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(context.Background(), &simv1.SimMachineList{}, client.InNamespace(namespace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	var seen []metav1.Condition
-	go func() {
-		for ev := range w.ResultChan() {
-			if sm, ok := ev.Object.(*simv1.SimMachine); ok {
-				if c := conditions.Get(sm, simv1.ConditionBooted); c != nil {
-					mu.Lock()
-					seen = append(seen, *c)
-					mu.Unlock()
-				}
-			}
-		}
-	}()
-	return func(reason string, contains ...string) (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-	next:
-		for _, c := range seen {
-			if c.Reason != reason {
-				continue
-			}
-			for _, s := range contains {
-				if !strings.Contains(c.Message, s) {
-					continue next
-				}
-			}
-			return true, ""
-		}
-		return false, fmt.Sprintf("Booted conditions seen: %+v, want reason %s with %q", seen, reason, contains)
-	}
 }
 
 // setup creates a namespace with a Cluster "c1" and a SimMachineTemplate

@@ -73,6 +73,8 @@ type fleetResult struct {
 	BumpRenders           float64 `json:"bumpRenders"`
 	BumpComposes          float64 `json:"bumpComposes"`
 	BumpWrites            float64 `json:"bumpWrites"`
+	BumpWritesQuiet       float64 `json:"bumpWritesQuiet"`
+	BumpEvents            int     `json:"bumpEvents"`
 	BumpAPIServerCPU      float64 `json:"bumpAPIServerCPUSeconds"`
 	BumpEtcdCPU           float64 `json:"bumpEtcdCPUSeconds"`
 	PoolsRolled           int     `json:"poolsRolled"`
@@ -164,6 +166,9 @@ func BenchmarkFleet(b *testing.B) {
 	})
 	row("  pools rolled / renders / composes / writes", func(r fleetResult) string {
 		return fmt.Sprintf("%d/%.0f/%.0f/%.0f", r.PoolsRolled, r.BumpRenders, r.BumpComposes, r.BumpWrites)
+	})
+	row("  writes once quiet / drift events", func(r fleetResult) string {
+		return fmt.Sprintf("%.0f/%d", r.BumpWritesQuiet, r.BumpEvents)
 	})
 	row("controller RSS per pool (total)", func(r fleetResult) string {
 		return fmt.Sprintf("%.1f KiB", r.RSSBytesPerPool/1024)
@@ -449,8 +454,16 @@ func measureSettled(b *testing.B, f *fleet, pw *poolWatch, n int, nsOf func(int)
 			res.PoolsRolled++
 		}
 	}
+	// The drift events are written after the status, each by its own
+	// goroutine of the event recorder: on a large fleet many are still
+	// to come when the last pool shows the drift. Count them once the
+	// controller is quiet.
+	quiet(b, p)
+	res.BumpWritesQuiet = p.writes(b) - writes
+	res.BumpEvents = driftEvents(b, c, t2)
 	res.LoadAverage = loadAverage()
-	b.Logf("management bump visible on every pool after %.2f s, %d rolled, %.0f renders, %.0f composes", res.BumpSeconds, res.PoolsRolled, res.BumpRenders, res.BumpComposes)
+	b.Logf("management bump visible on every pool after %.2f s, %d rolled, %.0f renders, %.0f composes, %.0f writes then (%.0f once quiet), %d drift events",
+		res.BumpSeconds, res.PoolsRolled, res.BumpRenders, res.BumpComposes, res.BumpWrites, res.BumpWritesQuiet, res.BumpEvents)
 	waitProfile()
 	waitAPIProfile()
 	p.stop()
@@ -695,6 +708,30 @@ func dataSecretNames(b *testing.B, c client.Client, ns string) map[string]string
 		}
 	}
 	return out
+}
+
+// driftEvents counts the ManagementConfigDrift events of NodePools
+// recorded since since, in every namespace, by pages.
+func driftEvents(b *testing.B, c client.Client, since time.Time) int {
+	b.Helper()
+	n := 0
+	opts := []client.ListOption{client.Limit(500), client.MatchingFields{"reason": nodepoolv1.EventManagementConfigDrift}}
+	for cont := ""; ; {
+		events := &corev1.EventList{}
+		must(b, c.List(context.Background(), events, append(opts, client.Continue(cont))...))
+		for _, e := range events.Items {
+			at := e.EventTime.Time
+			if at.IsZero() {
+				at = e.LastTimestamp.Time
+			}
+			if e.InvolvedObject.Kind == "NodePool" && !at.Before(since.Truncate(time.Second)) {
+				n++
+			}
+		}
+		if cont = events.Continue; cont == "" {
+			return n
+		}
+	}
 }
 
 // quiet waits until the controller has neither reconciled nor written
