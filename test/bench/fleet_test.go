@@ -68,14 +68,14 @@ type fleetResult struct {
 	ResyncComposes        float64 `json:"resyncComposes"`
 	ResyncCPUSeconds      float64 `json:"resyncCPUSeconds"`
 	ResyncAPIServerCPU    float64 `json:"resyncAPIServerCPUSeconds"`
+	ResyncStartSeconds    float64 `json:"resyncStartSeconds"`
+	ResyncStartCPUSeconds float64 `json:"resyncStartCPUSeconds"`
 	BumpCPUSeconds        float64 `json:"bumpCPUSeconds"`
 	BumpSeconds           float64 `json:"bumpSeconds"`
 	BumpRenders           float64 `json:"bumpRenders"`
 	BumpComposes          float64 `json:"bumpComposes"`
 	BumpWrites            float64 `json:"bumpWrites"`
 	BumpWritesQuiet       float64 `json:"bumpWritesQuiet"`
-	ResyncStartSeconds    float64 `json:"resyncStartSeconds"`
-	ResyncStartCPUSeconds float64 `json:"resyncStartCPUSeconds"`
 	BumpEvents            int     `json:"bumpEvents"`
 	BumpAPIServerCPU      float64 `json:"bumpAPIServerCPUSeconds"`
 	BumpEtcdCPU           float64 `json:"bumpEtcdCPUSeconds"`
