@@ -3,5 +3,5 @@
 // MachineDeployment, the owned Secrets, the Nodes and the clock) to a Plan
 // (what to create, where tokens point, annotations, conditions, events,
 // pending management drift, what to delete). No client, no I/O: the rules
-// of a rollout (README, "How a pool rolls") are table-tested here, and the controller only applies.
+// of a rollout (docs/rollouts.md) are table-tested here, and the controller only applies.
 package rollout
