@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,8 +68,9 @@ type HealthState struct {
 	// not known).
 	LastHealthy string
 	// record is the halt to record on the pool (AnnotationHalted) when
-	// it is new.
-	record string
+	// it is new; recorded is true when the pool records it already.
+	record   string
+	recorded bool
 	// next is when the gate must look again.
 	next time.Time
 	// gates are the gate conditions to write.
@@ -112,7 +114,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			continue
 		}
 		if failedGate(m.Gate) {
-			if onTarget(m) && h.Machine == "" {
+			if onTarget(m) && (h.Machine == "" || h.Machine == m.Name && h.Signal == "") {
 				h.Machine, h.Signal, h.Reason = m.Name, m.Gate.Message, nodepoolv1.ReasonRolloutHalted
 				if m.Gate.Reason == nodepoolv1.GateReasonProgressDeadlineExceeded {
 					h.Reason = nodepoolv1.ReasonProgressDeadlineExceeded
@@ -305,6 +307,12 @@ func planHealth(in Input, d Decision, p *Plan) {
 		c.Message = fmt.Sprintf("rollout halted: machine %s %s; no further machine is replaced until the pool changes", h.Machine, h.Signal)
 		if h.LastHealthy != "" {
 			c.Message += fmt.Sprintf(" (or the rollout is resumed); new machines boot the last healthy payload %s", payload.Short(h.LastHealthy))
+		}
+		if was := meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); h.recorded && was != nil &&
+			was.Status == metav1.ConditionFalse && strings.Contains(was.Message, "machine "+h.Machine+" ") {
+			// A recorded halt is the same fact once its machine is gone
+			// or recovered: said (and counted) once.
+			c.Reason, c.Message = was.Reason, was.Message
 		}
 	case HealthRollingBack:
 		c.Status, c.Reason = metav1.ConditionFalse, nodepoolv1.ReasonRollingBack

@@ -171,6 +171,7 @@ func TestAHaltOutlivesTheFailedMachine(t *testing.T) {
 
 	// Auto repair deletes the failed canary; its replacement soaks.
 	in.Pool.Annotations[nodepoolv1.AnnotationHalted] = halted
+	in.Pool.Status.Conditions = []metav1.Condition{cond(p, nodepoolv1.ConditionRolloutHealthy)}
 	in.Tokens[started.Name] = Token{Name: started.Name, RolloutHash: newUD.RolloutHash, PayloadHash: healthy, RotatedAt: t0, Created: t0}
 	in.Machines[3] = MachineHealth{Name: "n2", UserData: newUD.Name, Version: newUD.Version, Created: t0.Add(2 * time.Minute), Node: "n2",
 		Healthy: true, HealthySince: t0.Add(3 * time.Minute)}
@@ -186,6 +187,9 @@ func TestAHaltOutlivesTheFailedMachine(t *testing.T) {
 	}
 	if c := cond(p, nodepoolv1.ConditionRolloutHealthy); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "n1") {
 		t.Errorf("RolloutHealthy %+v, want False naming n1", c)
+	}
+	if hasEvent(p, nodepoolv1.ReasonRolloutHalted) {
+		t.Error("the recorded halt is said again once its machine is gone")
 	}
 
 	// A person resumes: the annotation goes, the rollout goes on with

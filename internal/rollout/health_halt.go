@@ -114,6 +114,7 @@ func resumedPayload(in Input, target, running *UserData, current string) string 
 // machines boot, and the record to write when the halt is new.
 func haltedHealth(in Input, h *HealthState, held *halt, target, running *UserData) {
 	if held != nil {
+		h.recorded = true
 		if h.Machine == "" || h.Machine == held.machine {
 			h.Machine = held.machine
 			if h.Signal == "" {

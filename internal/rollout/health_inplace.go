@@ -80,7 +80,7 @@ func decideInPlaceHealth(in Input, d Decision, running *UserData) *HealthState {
 		}
 		switch {
 		case !mh.Healthy:
-			if h.Machine == "" {
+			if h.Machine == "" || h.Machine == m.Machine && h.Signal == "" {
 				h.Machine, h.Reason = m.Machine, nodepoolv1.ReasonRolloutHalted
 				h.Signal = fmt.Sprintf("node %s is unhealthy after its in-place update: %s", m.Node, mh.Signal)
 			}
