@@ -203,6 +203,10 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		canaryDone = false
 	}
 	inProgress := d.InProgress || d.Action == ActionStart
+	// A forced rollout keeps the user-data: before its first machine is
+	// made it has no trial machine, yet its canary goes first too.
+	md := in.MachineDeployment
+	forcing := d.Action == ActionForce || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
 	switch {
 	case rolledBack:
 		h.Phase, h.Reason = HealthRolledBack, nodepoolv1.ReasonRolloutHalted
@@ -217,7 +221,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		} else {
 			haltedHealth(in, h, held, target, running) // health_halt.go
 		}
-	case !inProgress || len(trial) == 0 && (running == nil || target == nil || running.Name == target.Name):
+	case !inProgress && !forcing || len(trial) == 0 && !forcing && (running == nil || target == nil || running.Name == target.Name):
 		h.Phase = HealthIdle
 	case !canaryDone:
 		h.Phase = HealthCanary

@@ -230,6 +230,9 @@ func TestAFailedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	if got, want := p.Annotations[nodepoolv1.AnnotationForcedFrom], in.Hashes.Rollout+"/"+before; got != want {
 		t.Fatalf("forced-from annotation %q, want %q", got, want)
 	}
+	if md := p.MachineDeployment; md.MaxSurge == nil || *md.MaxSurge != intstr.FromInt32(1) {
+		t.Errorf("a forced rollout starts with maxSurge %v, want the canary's 1", md.MaxSurge)
+	}
 	// The controller applied it; Cluster API made a machine that never
 	// gets a healthy node.
 	in.Pool.Annotations[nodepoolv1.AnnotationForcedFrom] = p.Annotations[nodepoolv1.AnnotationForcedFrom]
