@@ -127,6 +127,20 @@ const (
 	AnnotationCurrentRolloutConfig = "nodepool.dev/current-rollout-config"
 	// AnnotationCurrentPayload records the payload hash pinned for the nodes.
 	AnnotationCurrentPayload = "nodepool.dev/current-payload"
+	// AnnotationHalted records a halted health-gated rollout on the pool:
+	// "<rollout hash>/<payload hash>/<machine>", the rollout that failed,
+	// the payload it failed on and the machine that failed first. While the
+	// pool's target is that rollout no further machine is replaced, and new
+	// and replacement machines boot the last healthy payload, even once the
+	// failed machine is gone. A change of the pool's configuration (a new
+	// rollout hash) supersedes it; removing it (`kubectl nodepool rollout
+	// resume`) resumes the rollout.
+	AnnotationHalted = "nodepool.dev/halted"
+	// AnnotationForcedFrom records, when a forced rollout starts,
+	// "<rollout hash>/<payload hash>": the payload the rollout's token
+	// served before the force, which a halted forced rollout returns new
+	// machines to (its payload Secret is kept meanwhile).
+	AnnotationForcedFrom = "nodepool.dev/forced-from"
 	// LabelPool names the pool (its name) an object belongs to.
 	LabelPool = "nodepool.dev/pool"
 	// LabelPayload is the node label carrying a prefix of the payload hash

@@ -38,6 +38,12 @@ const (
 	GateReasonWaitingForNode = "WaitingForNode"
 	// GateReasonSoaking: the node is healthy and soaks.
 	GateReasonSoaking = "Soaking"
+	// GateReasonWaitingForCanary: the machine is on the new payload
+	// beyond the canary; it is held until every canary machine soaked.
+	GateReasonWaitingForCanary = "WaitingForCanary"
+	// GateReasonHalted: the rollout is halted (a machine failed); the
+	// machine is held until the pool changes or the rollout is resumed.
+	GateReasonHalted = "Halted"
 	// GateReasonFailed: the machine's node turned unhealthy during its
 	// soak. Final.
 	GateReasonFailed = "Failed"

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,10 +132,13 @@ func untilText(v string) string {
 func newResumeCommand(o *Options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "resume POOL",
-		Short: "End the pause of a pool",
+		Short: "End the pause or the health halt of a pool",
 		Long: `Resume a paused NodePool: clear spec.management.pausedUntil. A rollout the
-pause held (an owner change, a restart, apply-pending) starts now. Resuming a
-pool that is not paused changes nothing.`,
+pause held (an owner change, a restart, apply-pending) starts now. It also
+resumes a rollout the health gate halted (removes the nodepool.dev/halted
+annotation): delete the failed machine first, as a machine whose gate failed
+halts the rollout again. Resuming a pool that is neither paused nor halted
+changes nothing.`,
 		Example: `  kubectl nodepool rollout resume workers`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -143,17 +147,36 @@ pool that is not paused changes nothing.`,
 			if err != nil {
 				return err
 			}
-			if p := pool.Spec.Management.PausedUntil; p == "" || p == "false" {
+			if len(resumePool(pool.DeepCopy())) == 0 {
 				return o.done(pool, "%s is not paused\n", poolRef(pool))
 			}
+			var ended []string
 			if err := patchPool(ctx, c, pool, "spec.management.pausedUntil", func(p *nodepoolv1.NodePool) {
-				p.Spec.Management.PausedUntil = ""
+				ended = resumePool(p)
 			}); err != nil {
 				return err
+			}
+			if slices.Contains(ended, "health halt") {
+				return o.done(pool, "%s resumed (%s): the halted rollout goes on\n", poolRef(pool), strings.Join(ended, ", "))
 			}
 			return o.done(pool, "%s resumed\n", poolRef(pool))
 		},
 	}
+}
+
+// resumePool ends the pool's pause and its health halt; it returns what it
+// ended, nothing when the pool was neither paused nor halted.
+func resumePool(p *nodepoolv1.NodePool) []string {
+	var ended []string
+	if v := p.Spec.Management.PausedUntil; v != "" && v != "false" {
+		p.Spec.Management.PausedUntil = ""
+		ended = append(ended, "pause")
+	}
+	if _, ok := p.Annotations[nodepoolv1.AnnotationHalted]; ok {
+		delete(p.Annotations, nodepoolv1.AnnotationHalted)
+		ended = append(ended, "health halt")
+	}
+	return ended
 }
 
 func newApplyPendingCommand(o *Options) *cobra.Command {

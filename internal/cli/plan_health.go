@@ -58,7 +58,13 @@ func healthSentence(r *PlanResult) string {
 	if h.FailurePolicy == string(nodepoolv1.FailurePolicyRollback) {
 		onFail = "the pool rolls back to the previous revision"
 	}
+	machines := "machines"
+	if h.Canary == 1 {
+		machines = "machine"
+	}
 	return fmt.Sprintf("health-gated: a canary of %d machine(s) in %d round(s), each soaking %s, then %d round(s) each soaking %s: at least %s; "+
-		"a new machine not healthy within %s or a canary unhealthy during its soak and %s",
-		h.Canary, h.CanaryRounds, h.CanarySoak, h.LaterRounds, h.Soak, h.MinDuration, h.ProgressDeadline, onFail)
+		"canary: %d %s, surge held at %d (maxUnavailable 0) until it soaks %s, so no machine beyond it is made on the new payload before; "+
+		"a new machine not healthy within %s or a canary unhealthy during its soak and %s (new machines then boot the last healthy payload)",
+		h.Canary, h.CanaryRounds, h.CanarySoak, h.LaterRounds, h.Soak, h.MinDuration,
+		h.Canary, machines, h.Canary, h.CanarySoak, h.ProgressDeadline, onFail)
 }

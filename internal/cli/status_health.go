@@ -12,7 +12,8 @@ import (
 )
 
 // healthFailed makes a rollout the health gate stopped Failed (Halted: no
-// further machine is replaced until the pool changes; RolledBack: the
+// further machine is replaced until the pool changes or the rollout is
+// resumed; RolledBack: the
 // pool returned to the previous revision), from the RolloutHealthy
 // condition the controller wrote. It reports whether it did.
 func healthFailed(st *RolloutStatus, pool *nodepoolv1.NodePool, d rollout.Decision) bool {

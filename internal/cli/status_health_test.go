@@ -64,4 +64,7 @@ func TestPlanPredictsTheCanaryRoundsAndSoaks(t *testing.T) {
 	if !strings.Contains(r.Message, "health-gated: a canary of 1") || !strings.Contains(r.Message, "at least 12m0s") {
 		t.Errorf("message %q does not word the canary and soaks", r.Message)
 	}
+	if !strings.Contains(r.Message, "canary: 1 machine, surge held at 1 (maxUnavailable 0) until it soaks 10m0s") {
+		t.Errorf("message %q does not say how the canary holds its round", r.Message)
+	}
 }

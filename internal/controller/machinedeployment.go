@@ -20,7 +20,9 @@ import (
 // every default Cluster API's webhook would set (no webhook runs for us, so
 // nothing else defaults it). The template's dataSecretName, version and
 // infrastructure reference change only with target; replicas, autoscaler
-// bounds, strategy and the deletion timeouts follow the spec in place.
+// bounds, strategy and the deletion timeouts follow the spec in place
+// (the rolling update's limits are target's while it sets them: a
+// health gate's canary on trial).
 func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
 	labels := map[string]string{
 		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
@@ -56,11 +58,17 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 	if r.Strategy == nodepoolv1.ReplaceStrategyOnDelete {
 		md.Spec.Rollout.Strategy = clusterv1.MachineDeploymentRolloutStrategy{Type: clusterv1.OnDeleteMachineDeploymentStrategyType}
 	} else {
+		surge, unavailable := r.RollingUpdate.MaxSurge, r.RollingUpdate.MaxUnavailable
+		if target != nil && target.MaxSurge != nil && target.MaxUnavailable != nil {
+			// The health gate's canary is on trial: the engine's limits
+			// hold the rest of its round (rollout.holdSurge).
+			surge, unavailable = target.MaxSurge, target.MaxUnavailable
+		}
 		md.Spec.Rollout.Strategy = clusterv1.MachineDeploymentRolloutStrategy{
 			Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
 			RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-				MaxSurge:       ptr.To(ptr.Deref(r.RollingUpdate.MaxSurge, poolmath.DefaultMaxSurge)),
-				MaxUnavailable: ptr.To(ptr.Deref(r.RollingUpdate.MaxUnavailable, poolmath.DefaultMaxUnavailable)),
+				MaxSurge:       ptr.To(ptr.Deref(surge, poolmath.DefaultMaxSurge)),
+				MaxUnavailable: ptr.To(ptr.Deref(unavailable, poolmath.DefaultMaxUnavailable)),
 			},
 		}
 	}

@@ -92,3 +92,26 @@ func TestTheHealthCheckOfAnAutoRepairPool(t *testing.T) {
 		t.Errorf("status.selector %q", s)
 	}
 }
+
+// While the health gate's canary is on trial the engine asks for
+// maxSurge = canary and maxUnavailable = 0; the controller writes them
+// over the spec's, and the spec's again once the target drops them.
+func TestTheCanarysSurgeReachesTheMachineDeployment(t *testing.T) {
+	pool := timeoutsPool()
+	pool.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(3))
+	pool.Spec.Management.Replace.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	target := &rollout.MachineDeploymentTarget{DataSecretName: "ud", Version: "v1.36.3",
+		MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+	md := &clusterv1.MachineDeployment{}
+	desiredMachineDeployment(md, pool, target)
+	ru := md.Spec.Rollout.Strategy.RollingUpdate
+	if *ru.MaxSurge != intstr.FromInt32(1) || *ru.MaxUnavailable != intstr.FromInt32(0) {
+		t.Errorf("during the canary maxSurge %v maxUnavailable %v, want 1 and 0", ru.MaxSurge, ru.MaxUnavailable)
+	}
+	target.MaxSurge, target.MaxUnavailable = nil, nil
+	desiredMachineDeployment(md, pool, target)
+	ru = md.Spec.Rollout.Strategy.RollingUpdate
+	if *ru.MaxSurge != intstr.FromInt32(3) || *ru.MaxUnavailable != intstr.FromInt32(2) {
+		t.Errorf("after the canary maxSurge %v maxUnavailable %v, want the spec's 3 and 2", ru.MaxSurge, ru.MaxUnavailable)
+	}
+}

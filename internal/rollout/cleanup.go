@@ -31,6 +31,11 @@ func planCleanup(in Input, target, running *UserData, p *Plan) {
 	for _, pl := range p.Payloads {
 		keepPayload[pl.Hash] = true
 	}
+	// The payload before a forced rollout is kept while it is the one a
+	// halt returns new machines to.
+	if f := forcedFrom(in, target); f != "" {
+		keepPayload[f] = true
+	}
 	var del []string
 	for _, name := range sortedKeys(in.UserData) {
 		ud := in.UserData[name]

@@ -52,6 +52,9 @@ type Decision struct {
 	// reconcile (nil when there is none: Hold, or Invalid on a new pool);
 	// Running the user-data the machines run.
 	Target, Running *UserData
+	// RollbackFrom is, when the health gate rolls a failed rollout back,
+	// the failed target (Target is then what the machines ran before).
+	RollbackFrom *UserData
 	// TokenPayload is the payload the target's token serves after this
 	// reconcile: what a new or replacement machine boots.
 	TokenPayload string

@@ -9,6 +9,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // AnnotationApplyPending on a NodePool asks the controller, on the
@@ -144,6 +145,11 @@ func planForce(in Input, d Decision, p *Plan) {
 	}
 	at := f.At
 	p.MachineDeployment.RolloutAfter = &at
+	// What the token served before the force: a halted forced rollout
+	// returns new machines to it (health_halt.go).
+	if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, d.Target.RolloutHash)]; ok && t.PayloadHash != "" {
+		p.Annotations[nodepoolv1.AnnotationForcedFrom] = d.Target.RolloutHash + "/" + t.PayloadHash
+	}
 	var changed []string
 	if running, ok := in.Payloads[d.Target.PayloadHash]; ok {
 		for _, ch := range payload.Diff(running.Manifest, in.Latest.Manifest) {

@@ -3,13 +3,16 @@ package rollout
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
@@ -59,6 +62,15 @@ type HealthState struct {
 	SoakEnds time.Time
 	// RollbackTo is the user-data a rollback returns to.
 	RollbackTo string
+	// LastHealthy is, while the rollout is Halted, the payload the
+	// machines ran before it: the target's token serves it, so new and
+	// replacement machines never boot the failing payload ("" when it is
+	// not known).
+	LastHealthy string
+	// record is the halt to record on the pool (AnnotationHalted) when
+	// it is new; recorded is true when the pool records it already.
+	record   string
+	recorded bool
 	// next is when the gate must look again.
 	next time.Time
 	// gates are the gate conditions to write.
@@ -88,6 +100,10 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 	h := &HealthState{Settings: *s}
 	target := d.Target
 	rolledBack := rollbackHolds(in)
+	held := haltHolds(in, target) // health_halt.go
+	if held != nil {
+		h.Machine = held.machine
+	}
 	onTarget := func(m MachineHealth) bool {
 		return target != nil && m.UserData == target.Name && m.Version == target.Version
 	}
@@ -98,7 +114,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			continue
 		}
 		if failedGate(m.Gate) {
-			if onTarget(m) && h.Machine == "" {
+			if onTarget(m) && (h.Machine == "" || h.Machine == m.Name && h.Signal == "") {
 				h.Machine, h.Signal, h.Reason = m.Name, m.Gate.Message, nodepoolv1.ReasonRolloutHalted
 				if m.Gate.Reason == nodepoolv1.GateReasonProgressDeadlineExceeded {
 					h.Reason = nodepoolv1.ReasonProgressDeadlineExceeded
@@ -127,15 +143,27 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		return trial[i].Name < trial[j].Name
 	})
 	h.Trial = int32(len(trial))
+	halted := h.Machine != ""
 	canaryDone := true
 	for i, m := range trial {
 		soak, what := s.Soak, "soak"
 		if int32(i) < s.Canary {
 			soak, what = s.CanarySoak, "canary soak"
 		}
+		// While halted no machine passes; beyond the canary none passes
+		// before every canary machine did (the canary holds its round).
+		hold, why := "", ""
+		switch {
+		case halted:
+			hold, why = nodepoolv1.GateReasonHalted, fmt.Sprintf("the rollout is halted (machine %s failed); held until the pool changes or the rollout is resumed", h.Machine)
+		case int32(i) >= s.Canary && !canaryDone:
+			hold, why = nodepoolv1.GateReasonWaitingForCanary, fmt.Sprintf("held until the %d canary machine(s) soaked for %s", s.Canary, s.CanarySoak)
+		}
 		passed := m.Gate != nil && m.Gate.Status
 		switch {
 		case passed:
+		case m.Healthy && hold != "":
+			h.gate(m, false, hold, fmt.Sprintf("node %s healthy since %s; %s", m.Node, m.HealthySince.UTC().Format(time.RFC3339), why))
 		case m.Healthy && !in.Now.Before(m.HealthySince.Add(soak)):
 			passed = true
 			h.gate(m, true, nodepoolv1.GateReasonSoaked, fmt.Sprintf("node %s stayed healthy for the %s of %s", m.Node, what, soak))
@@ -175,6 +203,10 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		canaryDone = false
 	}
 	inProgress := d.InProgress || d.Action == ActionStart
+	// A forced rollout keeps the user-data: before its first machine is
+	// made it has no trial machine, yet its canary goes first too.
+	md := in.MachineDeployment
+	forcing := d.Action == ActionForce || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
 	switch {
 	case rolledBack:
 		h.Phase, h.Reason = HealthRolledBack, nodepoolv1.ReasonRolloutHalted
@@ -184,13 +216,12 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		h.Machine = annotation(in.Pool, AnnotationRolledBack)
 	case h.Machine != "":
 		h.Phase = HealthHalted
-		if h.Reason == "" {
-			h.Reason = nodepoolv1.ReasonRolloutHalted
-		}
-		if s.Policy == nodepoolv1.FailurePolicyRollback && running != nil && target != nil && running.Name != target.Name {
+		if s.Policy == nodepoolv1.FailurePolicyRollback && held == nil && running != nil && target != nil && running.Name != target.Name {
 			h.Phase, h.Reason, h.RollbackTo = HealthRollingBack, nodepoolv1.ReasonRollingBack, running.Name
+		} else {
+			haltedHealth(in, h, held, target, running) // health_halt.go
 		}
-	case !inProgress || len(trial) == 0 && (running == nil || target == nil || running.Name == target.Name):
+	case !inProgress && !forcing || len(trial) == 0 && !forcing && (running == nil || target == nil || running.Name == target.Name):
 		h.Phase = HealthIdle
 	case !canaryDone:
 		h.Phase = HealthCanary
@@ -278,6 +309,15 @@ func planHealth(in Input, d Decision, p *Plan) {
 	case HealthHalted:
 		c.Status, c.Reason = metav1.ConditionFalse, h.Reason
 		c.Message = fmt.Sprintf("rollout halted: machine %s %s; no further machine is replaced until the pool changes", h.Machine, h.Signal)
+		if h.LastHealthy != "" {
+			c.Message += fmt.Sprintf(" (or the rollout is resumed); new machines boot the last healthy payload %s", payload.Short(h.LastHealthy))
+		}
+		if was := meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); h.recorded && was != nil &&
+			was.Status == metav1.ConditionFalse && strings.Contains(was.Message, "machine "+h.Machine+" ") {
+			// A recorded halt is the same fact once its machine is gone
+			// or recovered: said (and counted) once.
+			c.Reason, c.Message = was.Reason, was.Message
+		}
 	case HealthRollingBack:
 		c.Status, c.Reason = metav1.ConditionFalse, nodepoolv1.ReasonRollingBack
 		c.Message = fmt.Sprintf("rolling back to the previous revision: machine %s %s", h.Machine, h.Signal)
@@ -293,10 +333,31 @@ func planHealth(in Input, d Decision, p *Plan) {
 		(was == nil || was.Reason != c.Reason || was.Message != c.Message) {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: c.Reason, Message: c.Message})
 	}
+	if h.record != "" {
+		p.Annotations[nodepoolv1.AnnotationHalted] = h.record
+	}
+	holdSurge(in, h, p)
 	if h.RollbackTo != "" {
 		p.Annotations[AnnotationRolledBack] = in.Hashes.Rollout
 		p.Finish, p.FinishedAt = OutcomeFailed, in.Now
 	}
+}
+
+// holdSurge makes the canary hold its round: while a Replace rolling
+// update's canary is on trial (or the rollout is halted), Cluster API may
+// make no more new machines than the canary and take no old one down, so
+// no machine beyond the canary is made on an untested payload whatever
+// maxSurge and maxUnavailable say.
+func holdSurge(in Input, h *HealthState, p *Plan) {
+	if p.MachineDeployment == nil || in.InPlace != nil || in.Pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace ||
+		in.Pool.Spec.Management.Replace.Strategy == nodepoolv1.ReplaceStrategyOnDelete {
+		return
+	}
+	if h.Phase != HealthCanary && h.Phase != HealthHalted {
+		return
+	}
+	surge, none := intstr.FromInt32(max(h.Settings.Canary, 1)), intstr.FromInt32(0)
+	p.MachineDeployment.MaxSurge, p.MachineDeployment.MaxUnavailable = &surge, &none
 }
 
 // healthRollback switches the decision's target to what the machines ran

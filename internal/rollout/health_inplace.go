@@ -37,20 +37,30 @@ func decideInPlaceHealth(in Input, d Decision, running *UserData) *HealthState {
 	for _, m := range in.Machines {
 		health[m.Name] = m
 	}
+	// A forced rollout keeps the user-data's name: the nodes updated
+	// since its time are its own (the record has second precision).
+	start := target.Created.Truncate(time.Second)
+	forcedAt := inPlaceForcedAt(in, d)
+	if forcedAt != nil && forcedAt.Truncate(time.Second).After(start) {
+		start = forcedAt.Truncate(time.Second)
+	}
 	var updated []InPlaceMachine
 	due := false
 	for _, m := range in.InPlace.Machines {
 		onTarget := m.DataSecretName == target.Name && m.Version == target.Version
-		if !onTarget || m.Phase != "" {
+		if !onTarget || m.Phase != "" || (forcedAt != nil && m.UpdatedAt.Before(*forcedAt)) {
 			due = true
 			continue
 		}
-		// Updated by this rollout (the record has second precision).
-		if !m.UpdatedAt.Before(target.Created.Truncate(time.Second)) {
+		if !m.UpdatedAt.Before(start) {
 			updated = append(updated, m)
 		}
 	}
-	if !due {
+	held := haltHolds(in, target) // health_halt.go
+	if held != nil {
+		h.Machine = held.machine
+	}
+	if !due && held == nil {
 		return h // no update in progress
 	}
 	sort.SliceStable(updated, func(i, j int) bool { return updated[i].UpdatedAt.Before(updated[j].UpdatedAt) })
@@ -70,7 +80,7 @@ func decideInPlaceHealth(in Input, d Decision, running *UserData) *HealthState {
 		}
 		switch {
 		case !mh.Healthy:
-			if h.Machine == "" {
+			if h.Machine == "" || h.Machine == m.Machine && h.Signal == "" {
 				h.Machine, h.Reason = m.Machine, nodepoolv1.ReasonRolloutHalted
 				h.Signal = fmt.Sprintf("node %s is unhealthy after its in-place update: %s", m.Node, mh.Signal)
 			}
@@ -87,8 +97,10 @@ func decideInPlaceHealth(in Input, d Decision, running *UserData) *HealthState {
 	switch {
 	case h.Machine != "":
 		h.Phase = HealthHalted
-		if h.Settings.Policy == nodepoolv1.FailurePolicyRollback && running != nil && running.Name != target.Name {
+		if h.Settings.Policy == nodepoolv1.FailurePolicyRollback && held == nil && running != nil && running.Name != target.Name {
 			h.Phase, h.Reason, h.RollbackTo = HealthRollingBack, nodepoolv1.ReasonRollingBack, running.Name
+		} else {
+			haltedHealth(in, h, held, target, running) // health_halt.go
 		}
 	case h.Passed < h.Settings.Canary:
 		h.Phase = HealthCanary
@@ -98,6 +110,20 @@ func decideInPlaceHealth(in Input, d Decision, running *UserData) *HealthState {
 		h.Phase = HealthRolling
 	}
 	return h
+}
+
+// inPlaceForcedAt is the time of the forced rollout an InPlace pool
+// carries out (nodes updated before it are due), nil when none: the one
+// starting now, or the one its MachineSet records.
+func inPlaceForcedAt(in Input, d Decision) *time.Time {
+	if d.Action == ActionForce && d.Forced != nil {
+		at := d.Forced.At
+		return &at
+	}
+	if md := in.MachineDeployment; md != nil && md.RolloutAfter != nil && !md.RolloutAfter.After(in.Now) {
+		return md.RolloutAfter
+	}
+	return nil
 }
 
 // inPlaceHealthHold is what the health gate holds of an InPlace update:

@@ -22,8 +22,6 @@ func Decide(in Input) Plan {
 	seedAnnotations(in, running, &p)
 
 	d, o, pending := decide(in, running)
-	d.Health = decideHealth(in, d, running)
-	failed := healthRollback(&d, running) // health.go
 	ownerEvents(in, o, d.Pause, &p)
 	if d.Target != nil {
 		target := *d.Target
@@ -32,6 +30,9 @@ func Decide(in Input) Plan {
 		}
 		tokenName := secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)
 		d.TokenPayload = tokenPointer(in, &target, running, o.started, d.Action == ActionForce, &p)
+		if d.Health != nil && d.Health.LastHealthy != "" {
+			d.TokenPayload = d.Health.LastHealthy // a halted rollout: health_halt.go
+		}
 		planToken(in, tokenName, target.RolloutHash, d.TokenPayload, &p)
 		_, exists := stored[target.Name]
 		p.UserData = append(p.UserData, UserDataAction{UserData: target, TokenName: tokenName, Create: !exists})
@@ -44,8 +45,8 @@ func Decide(in Input) Plan {
 	if o.started && !recreated(in, d.Target) {
 		p.Record = ownerRecord(in, currentTarget(in), d.Target)
 	}
-	if failed != nil {
-		p.Record = rollbackRecord(in, d.Target, failed)
+	if d.RollbackFrom != nil {
+		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
@@ -60,8 +61,10 @@ func Decide(in Input) Plan {
 }
 
 // decide makes the decision: the owner's intent first, then, unless that
-// starts a rollout, the forced rollouts requested. It also returns the
-// pending platform drift, which the Rollout policy turns into a request.
+// starts a rollout, the forced rollouts requested, then the health gate
+// (which may roll the target back): the Decision is final when it
+// returns. It also returns the pending platform drift, which the Rollout
+// policy turns into a request.
 func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingManagementChange) {
 	pause := poolmath.PauseAt(in.Pool, in.Now)
 	o := decideOwner(in, pause)
@@ -121,6 +124,8 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	if md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 {
 		d.InProgress = true
 	}
+	d.Health = decideHealth(in, d, running)
+	d.RollbackFrom = healthRollback(&d, running) // health.go
 	return d, o, pending
 }
 

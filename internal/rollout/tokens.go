@@ -41,6 +41,15 @@ func tokenPointer(in Input, target, running *UserData, started, forced bool, p *
 		if current == "" {
 			current = target.PayloadHash
 		}
+		if resumed := resumedPayload(in, target, running, current); resumed != "" && haltHolds(in, target) == nil {
+			// A halt pointed the token back (health_halt.go); resumed, the
+			// rollout goes on with its own payload.
+			if resumed == in.Latest.Hash {
+				store(in, in.Latest, p)
+				return resumed
+			}
+			current = resumed
+		}
 		return freshen(in, current, p)
 	}
 	if pol := in.Pool.Spec.Management.ManagementUpdates; pol == nodepoolv1.ManagementUpdatesNewNodes || pol == nodepoolv1.ManagementUpdatesRollout {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
@@ -231,6 +232,12 @@ type MachineDeploymentTarget struct {
 	// RolloutAfter, when set, is written to spec.rollout.after: Cluster API
 	// replaces every machine created before it.
 	RolloutAfter *time.Time
+	// MaxSurge and MaxUnavailable, when set, are the rolling update's
+	// limits instead of spec.management.replace.rollingUpdate's: while a
+	// health gate's canary is on trial (or its rollout is halted) the
+	// surge is the canary and nothing is taken down, so no machine beyond
+	// the canary is made on an untested payload.
+	MaxSurge, MaxUnavailable *intstr.IntOrString
 }
 
 // Event is a Kubernetes event on the pool.

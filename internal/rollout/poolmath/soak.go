@@ -58,15 +58,17 @@ func Health(h *nodepoolv1.Health, desired int32) *HealthSettings {
 }
 
 // MinRolloutDuration is the least time a gated rolling replacement of
-// machines takes: every canary machine soaks canarySoak, then each later
-// round of at most surge+unavailable machines soaks soak. With surge 1
-// and unavailable 0, each machine is a round of its own.
+// machines takes: the canary machines are one round (while they are on
+// trial the surge is the canary and nothing is taken down) soaking
+// canarySoak, then each later round of at most surge+unavailable machines
+// soaks soak. With surge 1 and unavailable 0, each later machine is a
+// round of its own.
 func MinRolloutDuration(s HealthSettings, machines, surge, unavailable int32) (canaryRounds, laterRounds int32, total time.Duration) {
 	if machines <= 0 {
 		return 0, 0, 0
 	}
 	canary := min(s.Canary, machines)
-	canaryRounds = Steps(canary, surge, unavailable)
+	canaryRounds = Steps(canary, canary, 0)
 	laterRounds = Steps(machines-canary, surge, unavailable)
 	return canaryRounds, laterRounds, time.Duration(canaryRounds)*s.CanarySoak + time.Duration(laterRounds)*s.Soak
 }

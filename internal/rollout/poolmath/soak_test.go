@@ -58,3 +58,12 @@ func TestAGatedRolloutTakesTheCanarySoakAndASoakPerLaterRound(t *testing.T) {
 		}
 	}
 }
+
+// The canary is one round whatever maxSurge and maxUnavailable are: its
+// surge is held at the canary while it is on trial.
+func TestTheCanaryIsOneRoundOfItsOwn(t *testing.T) {
+	s := *Health(&nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(3)), CanarySoak: &metav1.Duration{Duration: time.Minute}}, 10)
+	if c, l, total := MinRolloutDuration(s, 10, 1, 0); c != 1 || l != 7 || total != time.Minute {
+		t.Errorf("a canary of 3 with surge 1: %d+%d rounds, %s; want 1+7, 1m0s", c, l, total)
+	}
+}

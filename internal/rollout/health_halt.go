@@ -1,0 +1,132 @@
+package rollout
+
+import (
+	"strings"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/secrets"
+)
+
+// A halt is a fact about a rollout, not about one Machine: once a machine
+// fails its health gate the pool records the halt (AnnotationHalted), and
+// it holds while the pool's target is that rollout, even once auto repair
+// or a person deleted the failed machine. It ends when the owner changes
+// the pool (a new rollout hash) or a person removes the annotation
+// (`kubectl nodepool rollout resume`). While it holds no further machine
+// is replaced, and new and replacement machines boot the last healthy
+// payload (lastHealthy), never the failing one.
+
+// halt is a halt recorded on the pool.
+type halt struct {
+	rollout, payload, machine string
+}
+
+// value is the annotation's value.
+func (h halt) value() string {
+	return h.rollout + "/" + h.payload + "/" + h.machine
+}
+
+// haltHolds returns the halt recorded for target's rollout, nil when there
+// is none (or it is about another rollout).
+func haltHolds(in Input, target *UserData) *halt {
+	v := annotation(in.Pool, nodepoolv1.AnnotationHalted)
+	if target == nil || v == "" {
+		return nil
+	}
+	parts := strings.SplitN(v, "/", 3)
+	for len(parts) < 3 {
+		parts = append(parts, "")
+	}
+	if parts[0] != target.RolloutHash {
+		return nil
+	}
+	return &halt{rollout: parts[0], payload: parts[1], machine: parts[2]}
+}
+
+// newHalt is the halt to record for a rollout of target that failed on
+// machine: the payload it failed on is what target's token serves.
+func newHalt(in Input, target *UserData, machine string) halt {
+	served := target.PayloadHash
+	if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)]; ok && t.PayloadHash != "" {
+		served = t.PayloadHash
+	}
+	return halt{rollout: target.RolloutHash, payload: served, machine: machine}
+}
+
+// forcedFrom is the payload target's token served before the forced
+// rollout of target's rollout started (AnnotationForcedFrom), "" when none
+// is recorded for it.
+func forcedFrom(in Input, target *UserData) string {
+	r, pl, ok := strings.Cut(annotation(in.Pool, nodepoolv1.AnnotationForcedFrom), "/")
+	if !ok || target == nil || r != target.RolloutHash {
+		return ""
+	}
+	return pl
+}
+
+// lastHealthy is the payload the machines ran before the rollout of
+// target: for an owner change, what the running user-data's token serves;
+// for a forced rollout (the user-data keeps its name), what target's
+// token served before the force. "" when it is not known or not stored
+// (nothing to serve instead).
+func lastHealthy(in Input, target, running *UserData) string {
+	if target == nil {
+		return ""
+	}
+	hash := ""
+	if running != nil && running.Name != target.Name {
+		hash = running.PayloadHash
+		if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, running.RolloutHash)]; ok && t.PayloadHash != "" {
+			hash = t.PayloadHash
+		}
+	} else {
+		hash = forcedFrom(in, target)
+	}
+	if _, ok := in.Payloads[hash]; !ok {
+		return ""
+	}
+	return hash
+}
+
+// resumedPayload is, for a rollout in progress whose token a halt pointed
+// back at the last healthy payload and that a person resumed, the payload
+// the rollout goes on with: its own (the owner change's), or the latest
+// (a forced rollout's). "" when the token serves anything else.
+func resumedPayload(in Input, target, running *UserData, current string) string {
+	if current == "" || current != lastHealthy(in, target, running) {
+		return ""
+	}
+	if running != nil && running.Name != target.Name {
+		if current == target.PayloadHash {
+			return ""
+		}
+		return target.PayloadHash
+	}
+	md := in.MachineDeployment
+	if in.Latest == nil || md == nil || md.RolloutAfter == nil || md.MachinesBeforeRolloutAfter == 0 {
+		return ""
+	}
+	return in.Latest.Hash
+}
+
+// haltedHealth fills the halt's part of the health state: the machine
+// (from the record when the failed machine is gone), the payload new
+// machines boot, and the record to write when the halt is new.
+func haltedHealth(in Input, h *HealthState, held *halt, target, running *UserData) {
+	if held != nil {
+		h.recorded = true
+		if h.Machine == "" || h.Machine == held.machine {
+			h.Machine = held.machine
+			if h.Signal == "" {
+				h.Signal = "failed its health check"
+			}
+		}
+	} else if target != nil {
+		r := newHalt(in, target, h.Machine)
+		h.record = r.value()
+	}
+	if h.Reason == "" {
+		h.Reason = nodepoolv1.ReasonRolloutHalted
+	}
+	h.LastHealthy = lastHealthy(in, target, running)
+}
