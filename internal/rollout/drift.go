@@ -55,7 +55,11 @@ func planDrift(in Input, pending []nodepoolv1.PendingManagementChange, p *Plan) 
 // pendingDrift lists the pending management changes against base (the
 // user-data the machines run, or the target of a rollout in progress): nil
 // when the latest payload or base's payload is unknown, empty when there is
-// no drift. A row keeps its since time while its desired digest stays.
+// no drift. A row keeps its since time while the nodes run the same
+// digest of its component, however often the platform changes the desired
+// one: since is when the nodes first differed from the platform, which
+// driftDeadline counts from. A drift that ends (the nodes took the change,
+// or the platform went back) and comes again starts anew.
 func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange {
 	var running *payload.Payload
 	if base != nil {
@@ -76,7 +80,7 @@ func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange
 		row := nodepoolv1.PendingManagementChange{
 			Component: ch.Component.Name(), Since: metav1.NewTime(in.Now), Current: ch.From, Desired: ch.To,
 		}
-		if old, ok := since[row.Component]; ok && old.Desired == row.Desired {
+		if old, ok := since[row.Component]; ok && old.Current == row.Current {
 			row.Since = old.Since
 		}
 		out = append(out, row)
