@@ -71,3 +71,37 @@ func TestDriftAgeCountsFromWhenTheNodesFirstDiffered(t *testing.T) {
 		})
 	}
 }
+
+// The Rollout policy replaces every machine made before the platform last
+// changed a component (machines made since boot the latest payload), while
+// driftDeadline counts from when the nodes first differed: another bump
+// moves the policy's request, not the drift's age.
+func TestTheRolloutPolicyRollsTheLatestBumpWhileTheDriftKeepsItsAge(t *testing.T) {
+	fortyDays := t0.Add(-40 * 24 * time.Hour)
+	w := inputstest.New()
+	w.Pool.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
+	original, _ := render(t, w)
+	in := settled(t, w)
+	w.Settings.RendererVersion = "v0.2.0"
+	seen, _ := render(t, w)
+	in.Pool.Status.PendingManagementChanges = []nodepoolv1.PendingManagementChange{{
+		Component: inputs.Renderer.Name(), Since: metav1.NewTime(fortyDays),
+		Current: original.Manifest[inputs.Renderer], Desired: seen.Manifest[inputs.Renderer],
+	}}
+	w.Settings.RendererVersion = "v0.3.0"
+	in = relatest(t, in, w)
+	in.Pool.Spec.Management.PausedUntil = "true" // the policy's request waits
+	p := Decide(in)
+	if len(p.Pending) != 1 || !p.Pending[0].Since.Time.Equal(fortyDays) {
+		t.Fatalf("pending %+v, want the renderer pending since %v", p.Pending, fortyDays)
+	}
+	if f := p.Decision.Forced; f == nil || f.Initiator != InitiatorPolicy || !f.At.Equal(t0) {
+		t.Errorf("forced %+v, want the policy's request at the latest bump (%v)", f, t0)
+	}
+	// The next reconcile sees the same: the request stays put.
+	in.Pool.Status.PendingManagementChanges = p.Pending
+	in.Now = t0.Add(time.Hour)
+	if f := Decide(in).Decision.Forced; f == nil || !f.At.Equal(t0) {
+		t.Errorf("an hour later forced %+v, want the request still at %v", f, t0)
+	}
+}
