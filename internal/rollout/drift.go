@@ -60,7 +60,8 @@ func planDrift(in Input, pending []nodepoolv1.PendingManagementChange, p *Plan) 
 // one: since is when the nodes first differed from the platform, which
 // driftDeadline counts from. A drift that ends (the nodes took the change,
 // or the platform went back) and comes again starts anew. desiredSince is
-// kept while the desired digest stays too.
+// kept while the desired digest stays, whatever the nodes run (what since
+// was before it kept the drift's age).
 func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange {
 	var running *payload.Payload
 	if base != nil {
@@ -82,12 +83,13 @@ func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange
 		row := nodepoolv1.PendingManagementChange{
 			Component: ch.Component.Name(), Since: now, DesiredSince: &now, Current: ch.From, Desired: ch.To,
 		}
-		if old, ok := since[row.Component]; ok && old.Current == row.Current {
+		old, ok := since[row.Component]
+		if ok && old.Current == row.Current {
 			row.Since = old.Since
-			if old.Desired == row.Desired {
-				t := desiredSince(old)
-				row.DesiredSince = &t
-			}
+		}
+		if ok && old.Desired == row.Desired {
+			t := desiredSince(old)
+			row.DesiredSince = &t
 		}
 		out = append(out, row)
 	}
