@@ -467,8 +467,15 @@ type NodePoolStatus struct {
 type PendingManagementChange struct {
 	// component is the name of the payload component, such as apiserver-proxy.
 	Component string `json:"component"`
-	// since is when the drift was first seen.
+	// since is when the nodes first differed from the platform in this
+	// component; further changes of the desired digest keep it.
+	// spec.management.maintenance.driftDeadline counts from it.
 	Since metav1.Time `json:"since"`
+	// desiredSince is when the desired digest was first seen: machines
+	// made since boot it under managementUpdates: Rollout, whose rollout
+	// replaces every machine made before the newest desiredSince.
+	// +optional
+	DesiredSince *metav1.Time `json:"desiredSince,omitempty"`
 	// current is the digest of the component the nodes run.
 	Current string `json:"current"`
 	// desired is the digest of the component in the latest payload.

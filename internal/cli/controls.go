@@ -57,18 +57,13 @@ unbreakable exclusion still holds it).`,
 			if err != nil {
 				return err
 			}
-			err = patchPool(ctx, c, pool, "spec.management.rolloutAfter", func(p *nodepoolv1.NodePool) {
-				p.Spec.Management.RolloutAfter = &metav1.Time{Time: when}
-				outside.set(p, when)
-			})
-			if err != nil {
+			if err := patchPool(ctx, c, pool, "spec.management.rolloutAfter", restartRequest(when, outside)); err != nil {
 				return err
 			}
 			if at != "" && when.After(o.now()) {
 				what = "restart scheduled"
 			}
-			o.warnPaused(pool)
-			o.warnWindow(pool, outside)
+			o.warnWhen(ctx, c, pool, when, outside)
 			return o.done(pool, "%s %s: every machine created before %s is replaced\n", poolRef(pool), what, when.Format(time.RFC3339))
 		},
 	}
@@ -222,29 +217,43 @@ replace every machine for nothing; --force does it anyway.`,
 			}
 			forced := forcedNow(o.now())
 			at := forced.Format(time.RFC3339)
-			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", func(p *nodepoolv1.NodePool) {
-				if p.Annotations == nil {
-					p.Annotations = map[string]string{}
-				}
-				p.Annotations[rollout.AnnotationApplyPending] = at
-				// By hand, not for a fleet rollout: recorded as platform.
-				delete(p.Annotations, nodepoolv1.AnnotationFleetRollout)
-				outside.set(p, forced)
-			}); err != nil {
+			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", applyPendingRequest(forced, outside)); err != nil {
 				return err
 			}
 			what := "every machine created before " + at + " is replaced"
 			if len(pending) > 0 {
 				what = "applying " + strings.Join(pending, ", ") + ": " + what
 			}
-			o.warnPaused(pool)
-			o.warnWindow(pool, outside)
+			o.warnWhen(ctx, c, pool, forced, outside)
 			return o.done(pool, "%s apply-pending requested (initiator platform); %s\n", poolRef(pool), what)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "replace every machine even with no pending platform change")
 	outside = addOutsideWindowsFlags(cmd)
 	return cmd
+}
+
+// restartRequest is what `rollout restart` changes on the pool: every
+// machine created before when is replaced.
+func restartRequest(when time.Time, outside *outsideWindowsFlags) func(*nodepoolv1.NodePool) {
+	return func(p *nodepoolv1.NodePool) {
+		p.Spec.Management.RolloutAfter = &metav1.Time{Time: when}
+		outside.set(p, when)
+	}
+}
+
+// applyPendingRequest is what `rollout apply-pending` changes on the pool:
+// the annotation at the request's time, by hand (recorded as platform, not
+// for a fleet rollout).
+func applyPendingRequest(at time.Time, outside *outsideWindowsFlags) func(*nodepoolv1.NodePool) {
+	return func(p *nodepoolv1.NodePool) {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[rollout.AnnotationApplyPending] = at.UTC().Format(time.RFC3339)
+		delete(p.Annotations, nodepoolv1.AnnotationFleetRollout)
+		outside.set(p, at)
+	}
 }
 
 // patchPool applies change to the pool with a merge patch.
@@ -257,9 +266,27 @@ func patchPool(ctx context.Context, c client.Client, pool *nodepoolv1.NodePool, 
 	return nil
 }
 
+// warnWhen says when the forced rollout just requested for at rolls: the
+// engine's decision for the pool as it is with the request, made for the
+// later of now and at, so what the CLI says is what the controller does.
+func (o *Options) warnWhen(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, at time.Time, f *outsideWindowsFlags) {
+	now := o.now()
+	t := now
+	if at.After(now) {
+		t = at
+	}
+	d, err := o.decideAt(ctx, c, c, pool, t)
+	if err != nil {
+		o.warnPaused(pool, poolmath.PauseAt(pool, t))
+		fmt.Fprintf(o.ErrOut, "Warning: cannot tell when %s rolls: %v\n", poolRef(pool), err)
+		return
+	}
+	o.warnPaused(pool, d.Plan.Decision.Pause)
+	sayWhenItRolls(o.ErrOut, pool, d.Plan.Decision, at, now, f)
+}
+
 // warnPaused says when a forced rollout waits for a pause to end.
-func (o *Options) warnPaused(pool *nodepoolv1.NodePool) {
-	pause := poolmath.PauseAt(pool, o.now())
+func (o *Options) warnPaused(pool *nodepoolv1.NodePool, pause poolmath.Pause) {
 	switch {
 	case !pause.Paused:
 	case pause.Invalid:

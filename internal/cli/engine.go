@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -73,11 +74,17 @@ func (o *Options) controllerSettings(ctx context.Context, c client.Reader) (*con
 // Nodes are not read: an InPlace pool's node updates are the controller's
 // business, and no prediction reports them.
 func (o *Options) decide(ctx context.Context, live, sources client.Reader, pool *nodepoolv1.NodePool) (*decision, error) {
+	return o.decideAt(ctx, live, sources, pool, o.now())
+}
+
+// decideAt is decide for the time now, such as the time a request takes
+// effect.
+func (o *Options) decideAt(ctx context.Context, live, sources client.Reader, pool *nodepoolv1.NodePool, now time.Time) (*decision, error) {
 	ctl, err := o.controllerSettings(ctx, live)
 	if err != nil {
 		return nil, err
 	}
-	d := &decision{In: rollout.Input{Pool: pool, Now: o.now(), Settings: ctl.engine}}
+	d := &decision{In: rollout.Input{Pool: pool, Now: now, Settings: ctl.engine}}
 	objs, err := observe.Read(ctx, live, pool, &d.In, logr.Discard())
 	if err != nil {
 		return nil, fmt.Errorf("observing NodePool %s/%s: %w", pool.Namespace, pool.Name, err)

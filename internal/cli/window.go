@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // outsideWindowsFlags are the emergency path's flags of `rollout restart`
@@ -50,22 +52,6 @@ func (f *outsideWindowsFlags) set(p *nodepoolv1.NodePool, at time.Time) {
 	}
 	p.Annotations[nodepoolv1.AnnotationOutsideWindowsAt] = at.UTC().Format(time.RFC3339)
 	p.Annotations[nodepoolv1.AnnotationOutsideWindowsReason] = f.reason
-}
-
-// warnWindow says when the rollout requested waits for a maintenance
-// window (or, with --outside-windows, that it does not).
-func (o *Options) warnWindow(pool *nodepoolv1.NodePool, f *outsideWindowsFlags) {
-	st := pool.Status.Maintenance
-	if pool.Spec.Management.Maintenance == nil || st == nil {
-		return
-	}
-	if f.outside {
-		fmt.Fprintf(o.ErrOut, "Note: %s rolls outside its maintenance windows (reason: %s); an unbreakable exclusion still holds it\n", poolRef(pool), f.reason)
-		return
-	}
-	if w := st.NextWindow; w != nil && w.Start.After(o.now()) {
-		fmt.Fprintf(o.ErrOut, "Warning: %s rolls in its next maintenance window, at %s (use --outside-windows --reason for an emergency)\n", poolRef(pool), w.Start.UTC().Format(time.RFC3339))
-	}
 }
 
 // windowHeld is the hold of a rollout that waits for a maintenance window
@@ -171,4 +157,51 @@ func withWindows(rows []FleetRow) bool {
 		}
 	}
 	return false
+}
+
+// sayWhenItRolls words when the forced rollout requested for at (now, as
+// forcedNow writes it, or a later time) rolls, from d: the engine's
+// decision for the pool as it is after the request, made for the later of
+// now and at. It rolls then (outside the windows on the emergency path),
+// waits for a window or an exclusion, or replaces nothing. A pause is
+// warnPaused's. Of a pool without maintenance settings that rolls, nothing
+// is said.
+func sayWhenItRolls(w io.Writer, pool *nodepoolv1.NodePool, d rollout.Decision, at, now time.Time, f *outsideWindowsFlags) {
+	when := "now"
+	if at.After(forcedNow(now)) { // forcedNow is "now", to the next second
+		when = "at " + at.UTC().Format(time.RFC3339)
+	}
+	ref := poolRef(pool)
+	emergency := " (use --outside-windows --reason for an emergency)"
+	if f.outside {
+		emergency = ""
+	}
+	switch {
+	case d.Pause.Paused:
+	case d.Action == rollout.ActionInvalid || d.Action == rollout.ActionHold:
+		fmt.Fprintf(w, "Warning: %s rolls nothing while the controller holds the pool: %s\n", ref, d.Reason)
+	case windowHeld(d) != nil:
+		h := windowHeld(d)
+		if until := h.Until(); h.Reason == nodepoolv1.ReasonOutsideMaintenanceWindow && !until.IsZero() {
+			fmt.Fprintf(w, "Warning: %s rolls in its next maintenance window, at %s%s\n", ref, until.UTC().Format(time.RFC3339), emergency)
+			return
+		}
+		fmt.Fprintf(w, "Warning: %s does not roll %s: %s%s\n", ref, when, h.Message, emergency)
+	case d.Action == rollout.ActionForce || d.Action == rollout.ActionStart || d.Action == rollout.ActionCreate:
+		if d.Window == nil {
+			return
+		}
+		switch {
+		case d.Action != rollout.ActionForce:
+			fmt.Fprintf(w, "Note: %s rolls now: a change of its spec starts rolling (initiator %s) and replaces the machines\n", ref, d.Initiator)
+		case d.Window.OutsideWindows != "":
+			fmt.Fprintf(w, "Note: %s rolls %s, outside its maintenance windows (reason: %s)\n", ref, when, d.Window.OutsideWindows)
+		case d.Initiator == rollout.InitiatorRestart && !poolmath.NewCalendar(pool.Spec.Management.Maintenance).Gates(poolmath.ClassRestart):
+			fmt.Fprintf(w, "Note: %s rolls %s: its maintenance windows do not gate a restart (spec.management.maintenance.gate does not list %s)\n", ref, when, nodepoolv1.GatedRolloutRestart)
+		default:
+			fmt.Fprintf(w, "Note: %s rolls %s: its maintenance window is open\n", ref, when)
+		}
+	case d.Forced == nil:
+		fmt.Fprintf(w, "Note: %s: the request replaces no machine (none was created before %s, or a later forced rollout is already on the MachineDeployment)\n", ref, at.UTC().Format(time.RFC3339))
+	}
 }

@@ -55,7 +55,13 @@ func planDrift(in Input, pending []nodepoolv1.PendingManagementChange, p *Plan) 
 // pendingDrift lists the pending management changes against base (the
 // user-data the machines run, or the target of a rollout in progress): nil
 // when the latest payload or base's payload is unknown, empty when there is
-// no drift. A row keeps its since time while its desired digest stays.
+// no drift. A row keeps its since time while the nodes run the same
+// digest of its component, however often the platform changes the desired
+// one: since is when the nodes first differed from the platform, which
+// driftDeadline counts from. A drift that ends (the nodes took the change,
+// or the platform went back) and comes again starts anew. desiredSince is
+// kept while the desired digest stays, whatever the nodes run (what since
+// was before it kept the drift's age).
 func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange {
 	var running *payload.Payload
 	if base != nil {
@@ -73,11 +79,17 @@ func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange
 		if ch.Component.IsRollout() {
 			continue
 		}
+		now := metav1.NewTime(in.Now)
 		row := nodepoolv1.PendingManagementChange{
-			Component: ch.Component.Name(), Since: metav1.NewTime(in.Now), Current: ch.From, Desired: ch.To,
+			Component: ch.Component.Name(), Since: now, DesiredSince: &now, Current: ch.From, Desired: ch.To,
 		}
-		if old, ok := since[row.Component]; ok && old.Desired == row.Desired {
+		old, ok := since[row.Component]
+		if ok && old.Current == row.Current {
 			row.Since = old.Since
+		}
+		if ok && old.Desired == row.Desired {
+			t := desiredSince(old)
+			row.DesiredSince = &t
 		}
 		out = append(out, row)
 	}
@@ -101,4 +113,14 @@ func sameComponents(rows []nodepoolv1.PendingManagementChange, names []string) b
 		}
 	}
 	return true
+}
+
+// desiredSince is when the row's desired digest was first seen: a row
+// written before the field existed has since for it (since then moved with
+// the desired digest).
+func desiredSince(row nodepoolv1.PendingManagementChange) metav1.Time {
+	if row.DesiredSince != nil {
+		return *row.DesiredSince
+	}
+	return row.Since
 }

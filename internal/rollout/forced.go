@@ -26,10 +26,12 @@ type force struct {
 
 // forceRequests returns the forced rollouts requested for the pool:
 // spec.management.rolloutAfter (restart), the apply-pending annotation
-// (platform, or the fleet rollout that wrote it), or the Rollout policy with pending drift (policy, at the time
-// the newest drift was first seen, so the request is stable across
-// reconciles). due is the newest request whose time has come, next the
-// earliest one still in the future: a request due now is never held back
+// (platform, or the fleet rollout that wrote it), or the Rollout policy
+// with pending drift (policy, at the time the newest desired digest was
+// first seen, desiredSince, so the request is stable across reconciles and
+// machines made since, which boot the latest payload, are kept). due is
+// the newest request whose time has come, next the earliest one still in
+// the future: a request due now is never held back
 // by a later one (apply-pending acts now whatever rolloutAfter says), and
 // a later one still runs at its time.
 func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due, next *force) {
@@ -54,10 +56,10 @@ func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due,
 		}
 	}
 	if in.Pool.Spec.Management.ManagementUpdates == nodepoolv1.ManagementUpdatesRollout && len(pending) > 0 {
-		newest := pending[0].Since.Time
+		newest := desiredSince(pending[0]).Time
 		for _, r := range pending[1:] {
-			if r.Since.After(newest) {
-				newest = r.Since.Time
+			if t := desiredSince(r); t.After(newest) {
+				newest = t.Time
 			}
 		}
 		consider(newest, InitiatorPolicy)

@@ -195,7 +195,7 @@ func planReady(in Input, d Decision, p *Plan) {
 		machines.Status, machines.Reason, machines.Message = metav1.ConditionFalse, nodepoolv1.ReasonMachinesNotReady, "the MachineDeployment does not exist yet"
 	case md.ReadyReplicas < md.Replicas || md.Replicas < want:
 		machines.Status, machines.Reason = metav1.ConditionFalse, nodepoolv1.ReasonMachinesNotReady
-		machines.Message = fmt.Sprintf("%d of %d machines ready", md.ReadyReplicas, want)
+		machines.Message = notReadyMessage(md, want, d.Health)
 	default:
 		machines.Message = fmt.Sprintf("%d of %d machines ready", md.ReadyReplicas, want)
 	}
@@ -204,6 +204,26 @@ func planReady(in Input, d Decision, p *Plan) {
 		ready.Status, ready.Reason = metav1.ConditionFalse, machines.Reason
 	}
 	p.Conditions = append(p.Conditions, machines, ready)
+}
+
+// notReadyMessage counts the ready machines of all there are (surge
+// machines of a rollout included, so a machine that is not ready is never
+// hidden by the pool's wanted count) and names the machines soaking under
+// the health gate: the pool's readiness gate keeps them not Ready to
+// Cluster API until their soak ends.
+func notReadyMessage(md *MachineDeployment, want int32, h *HealthState) string {
+	msg := fmt.Sprintf("%d of %d machines ready", md.ReadyReplicas, max(md.Replicas, want))
+	if md.Replicas > want {
+		msg += fmt.Sprintf(" (the pool wants %d)", want)
+	}
+	if h == nil || len(h.Soaking) == 0 || h.SoakEnds.IsZero() {
+		return msg
+	}
+	ends := h.SoakEnds.UTC().Format(time.RFC3339)
+	if len(h.Soaking) == 1 {
+		return fmt.Sprintf("%s; %s soaks under the health gate until %s", msg, h.Soaking[0], ends)
+	}
+	return fmt.Sprintf("%s; %s soak under the health gate, the first until %s", msg, strings.Join(h.Soaking, ", "), ends)
 }
 
 func shortOf(u *UserData, f func(*UserData) string) string {
