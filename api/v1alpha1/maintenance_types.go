@@ -157,11 +157,18 @@ type MaintenanceStatus struct {
 	Waiting string `json:"waiting,omitempty"`
 }
 
-// WindowInterval is one opening of a maintenance window.
+// WindowInterval is one interval in which rollouts may start: the
+// openings of every window that overlap or touch merged (exclusions taken
+// out), the same at every look while it lasts.
 type WindowInterval struct {
-	Start metav1.Time `json:"start"`
-	// end is unset when the interval has no end (no windows, only
-	// exclusions).
+	// start is when the interval opened. Unset when it has no start: the
+	// windows have been open for more than 8 days (a window that is always
+	// open), or there are only exclusions and none has ended.
+	// +optional
+	Start metav1.Time `json:"start,omitzero"`
+	// end is unset when the interval has no end: it lasts more than 8 days
+	// from its start (or from now, when it has none), or there are only
+	// exclusions and none is ahead.
 	// +optional
 	End *metav1.Time `json:"end,omitempty"`
 }

@@ -38,6 +38,9 @@ type FleetRow struct {
 	NextWindow    *time.Time `json:"nextWindow,omitempty"`
 	DriftDeadline *time.Time `json:"driftDeadline,omitempty"`
 	maintained    bool
+	// alwaysOpen: the window open now has no start (it has been open for
+	// longer than the engine looks back).
+	alwaysOpen bool
 	// FleetRollout is the fleet rollout the pool belongs to, with its wave
 	// and state ("" for none).
 	FleetRollout string `json:"fleetRollout,omitempty"`
@@ -220,7 +223,11 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 		row := []string{r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
 			updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest}
 		if windows {
-			row = append(row, whenCell(now, r.NextWindow, "open"), whenCell(now, r.DriftDeadline, "passed"))
+			next := whenCell(now, r.NextWindow, "open")
+			if r.NextWindow == nil && r.alwaysOpen {
+				next = "open"
+			}
+			row = append(row, next, whenCell(now, r.DriftDeadline, "passed"))
 		}
 		if fleets {
 			row = append(row, or(r.FleetRollout, "-"))

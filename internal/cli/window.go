@@ -120,6 +120,7 @@ func windowFleet(r *FleetRow, p *nodepoolv1.NodePool) {
 	r.maintained = true
 	if w := st.NextWindow; w != nil {
 		r.NextWindow = timePtr(w.Start.Time)
+		r.alwaysOpen = w.Start.IsZero()
 	}
 	if st.DriftDeadline != nil {
 		r.DriftDeadline = timePtr(st.DriftDeadline.Time)

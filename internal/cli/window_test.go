@@ -82,3 +82,28 @@ func TestTheEmergencyPathNeedsAReason(t *testing.T) {
 		t.Errorf("annotations %v", p.Annotations)
 	}
 }
+
+// A window that is always open (daily for 48h) has no start: the fleet
+// says it is open, not "-", and the restart warning says nothing of a
+// next window.
+func TestAWindowThatIsAlwaysOpenShowsOpen(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	w := inputstest.New()
+	w.Pool.Spec.Management.Maintenance = &nodepoolv1.Maintenance{
+		Windows: []nodepoolv1.MaintenanceWindow{{Schedule: "0 8 * * *", Duration: metav1.Duration{Duration: 48 * time.Hour}, TimeZone: "UTC"}},
+	}
+	in := settledInput(t, w, now)
+	plan := rollout.Decide(in)
+	in.Pool.Status.Maintenance = plan.Maintenance
+	if st := statusOf(in.Pool, plan, now); st.NextWindow != nil {
+		t.Errorf("status next window %v, want none while open", st.NextWindow)
+	}
+	rows := fleetRows(now, []nodepoolv1.NodePool{*in.Pool}, false)
+	var out strings.Builder
+	if err := fleetTable(now, rows).print(&out); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 || !strings.Contains(out.String(), "NEXT-WINDOW") || !strings.Contains(lines[1], " open ") {
+		t.Errorf("fleet table, want NEXT-WINDOW open:\n%s", out.String())
+	}
+}

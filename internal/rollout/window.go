@@ -19,7 +19,8 @@ const InitiatorDeadline Initiator = "deadline"
 // Decision (nil when the pool has none).
 type WindowState struct {
 	// Platform is the gate of a platform rollout now: open or not, and the
-	// interval it may start in (the window open now, or the next one).
+	// interval it may start in (the window open now, or the next one): the
+	// openings of all windows merged, the same at every look inside it.
 	Platform poolmath.Gate
 	// Hold is set when the decision's rollout waits for a window.
 	Hold *WindowHold
@@ -360,7 +361,9 @@ func considerWindow(in Input, d Decision, consider func(time.Duration)) {
 		if !g.Found {
 			continue
 		}
-		consider(g.Allowed.Start.Sub(in.Now))
+		if !g.Allowed.Start.IsZero() { // zero: open for longer than the search looks back
+			consider(g.Allowed.Start.Sub(in.Now))
+		}
 		if !g.Allowed.End.IsZero() {
 			consider(g.Allowed.End.Sub(in.Now))
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 	// The controller and the CLI read time zones from data built into the
 	// binary, so a window means the same on every host.
@@ -30,7 +31,9 @@ const (
 	ClassRestart Class = "Restart"
 )
 
-// Interval is [Start, End); a zero End has no end.
+// Interval is [Start, End); a zero End has no end, a zero Start no start
+// (the windows have been open for longer than the search looks back, see
+// reach, or nothing ever closed it).
 type Interval struct {
 	Start, End time.Time
 }
@@ -40,9 +43,11 @@ func (iv Interval) Contains(t time.Time) bool {
 	return !t.Before(iv.Start) && (iv.End.IsZero() || t.Before(iv.End))
 }
 
-// Calendar is a pool's maintenance settings, parsed.
+// Calendar is a pool's maintenance settings, parsed. It remembers the
+// intervals it found, so it is not for concurrent use.
 type Calendar struct {
 	windows    []window
+	found      map[int64]found
 	exclusions []nodepoolv1.MaintenanceExclusion
 	gate       map[Class]bool
 	// Err says why the settings cannot be read (a schedule or time zone):
@@ -50,18 +55,11 @@ type Calendar struct {
 	Err error
 }
 
-type window struct {
-	schedule cron.Schedule
-	duration time.Duration
-	loc      *time.Location
-}
-
 // horizon is how far ahead a window is looked for.
 const horizon = 5 * 366 * 24 * time.Hour
 
-// maxMerge bounds how many window openings are merged into one interval
-// (a window that is always open, such as every minute for two minutes).
-const maxMerge = 2000
+// maxExclusions bounds how many exclusions one gate steps over.
+const maxExclusions = 2000
 
 // cronParser reads schedules as Kubernetes CronJob does: five fields or a
 // descriptor.
@@ -87,7 +85,7 @@ func NewCalendar(m *nodepoolv1.Maintenance) *Calendar {
 		if zone == "" {
 			zone = "UTC"
 		}
-		loc, err := time.LoadLocation(zone)
+		loc, err := loadZone(zone)
 		if err != nil || zone == "Local" {
 			errs = append(errs, fmt.Errorf("spec.management.maintenance.windows[%d].timeZone %q is not a time zone the controller knows (an IANA name such as Europe/Berlin)", i, w.TimeZone))
 			continue
@@ -107,92 +105,27 @@ func NewCalendar(m *nodepoolv1.Maintenance) *Calendar {
 	return c
 }
 
+// zones holds the time zones read so far: reading one from the data built
+// into the binary parses it each time.
+var zones sync.Map
+
+func loadZone(name string) (*time.Location, error) {
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err == nil {
+		zones.Store(name, loc)
+	}
+	return loc, err
+}
+
 // Gates reports whether the windows hold rollouts of class (exclusions of
 // scope All hold every class).
 func (c *Calendar) Gates(class Class) bool { return c != nil && c.gate[class] }
 
 // HasWindows reports whether any window is set.
 func (c *Calendar) HasWindows() bool { return c != nil && len(c.windows) > 0 }
-
-// wall is t's wall clock in loc, as a UTC time: the schedule is evaluated
-// on wall clocks, so a daylight saving change neither skips nor repeats a
-// window.
-func wall(t time.Time, loc *time.Location) time.Time {
-	l := t.In(loc)
-	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
-}
-
-// instant is the first instant whose wall clock in loc is w; a wall clock
-// that does not exist (clocks went forward over it) is the instant they
-// did.
-func instant(w time.Time, loc *time.Location) time.Time {
-	t := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), w.Nanosecond(), loc)
-	if !wall(t, loc).Equal(w) {
-		// In a gap: the transition is the start of t's zone period, or
-		// the end of the one before.
-		start, end := t.ZoneBounds()
-		if wall(start, loc).After(w) {
-			return start
-		}
-		return end
-	}
-	// Clocks that went back repeat wall clocks: take the earlier instant.
-	for _, back := range []time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
-		if e := t.Add(-back); wall(e, loc).Equal(w) {
-			return e
-		}
-	}
-	return t
-}
-
-// next is the first opening of w strictly after t (zero when none within
-// the horizon).
-func (w window) next(t time.Time) time.Time {
-	wt := wall(t, w.loc)
-	for range 4 {
-		wn := w.schedule.Next(wt)
-		if wn.IsZero() {
-			return time.Time{}
-		}
-		if at := instant(wn, w.loc); at.After(t) {
-			return at
-		}
-		wt = wn // the first of two repeated wall clocks was before t
-	}
-	return time.Time{}
-}
-
-// windowFrom is the merged window interval that contains t or, if none
-// does, the next one (ok false when none opens within the horizon).
-func (c *Calendar) windowFrom(t time.Time) (Interval, bool) {
-	var iv Interval
-	for _, w := range c.windows {
-		// The first opening whose end is after t.
-		s := w.next(t.Add(-w.duration))
-		if s.IsZero() || s.Sub(t) > horizon {
-			continue
-		}
-		if iv.Start.IsZero() || s.Before(iv.Start) {
-			iv = Interval{Start: s, End: s.Add(w.duration)}
-		}
-	}
-	if iv.Start.IsZero() {
-		return iv, false
-	}
-	for range maxMerge {
-		extended := false
-		for _, w := range c.windows {
-			if s := w.next(iv.End.Add(-w.duration)); !s.IsZero() && !s.After(iv.End) {
-				iv.End = s.Add(w.duration)
-				extended = true
-			}
-		}
-		if !extended {
-			break
-		}
-	}
-	return iv, true
-}
 
 // holds reports whether exclusion e holds a rollout of class (the
 // emergency path: only unbreakable exclusions hold).
@@ -234,7 +167,7 @@ func (c *Calendar) GateAt(now time.Time, class Class, emergency bool) Gate {
 	useWindows := c.gate[class] && !emergency && len(c.windows) > 0
 	g := Gate{}
 	t := now
-	for range maxMerge {
+	for range maxExclusions {
 		var iv Interval
 		if useWindows {
 			var ok bool
