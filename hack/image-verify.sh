@@ -72,6 +72,7 @@ waitfor() {
 
 # 1. skopeo copy to a registry on loopback.
 GOBIN=$tmp/bin go install "github.com/google/go-containerregistry/cmd/crane@$crane_version"
+mkdir -p "$tmp/registry"
 "$tmp/bin/crane" registry serve --address 127.0.0.1:0 --disk "$tmp/registry" >"$tmp/registry.log" 2>&1 &
 pids+=($!)
 port_of() { sed -nE 's/.*serving on port ([0-9]+).*/\1/p' "$tmp/registry.log"; }
