@@ -1,4 +1,4 @@
-# The make targets are nodepool's interface: CI runs `make test`.
+# The make targets are nodepool's interface: CI runs `make lint`, `make test` and `make image-verify`.
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
@@ -66,8 +66,12 @@ build: ## Build the nodepool binary and the kubectl plugin (the same program) in
 	ln -sf nodepool $(BIN)/kubectl-nodepool
 
 .PHONY: image
-image: ## Build the OCI image offline (no Docker) into dist/: image/ (OCI layout) and a docker tarball per platform.
+image: ## Build the OCI image offline (no Docker) into dist/: image/ (OCI layout), nodepool-image.oci.tar (it as one file) and a docker tarball per platform.
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/image $(DIST_FLAGS)
+
+.PHONY: image-verify
+image-verify: image ## Check that Debian's skopeo copy and containerd's import (kind load) keep the image's pinned digest (installs skopeo and containerd with apt-get when missing).
+	hack/image-verify.sh $(DIST) $(IMAGE_REPO) $(VERSION)
 
 .PHONY: release
 release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.yaml pinned by digest, image, plugin archives, krew manifest, checksums.

@@ -122,6 +122,12 @@ func TestImage(t *testing.T) {
 		}
 	}
 
+	// The OCI archive, what kind load image-archive imports, is the layout:
+	// its index.json names the pinned index.
+	if got := ociArchiveIndex(t, res.OCIArchive); got != res.Digest {
+		t.Errorf("%s names the index %s, want the pinned %s", filepath.Base(res.OCIArchive), got, res.Digest)
+	}
+
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skipf("running the amd64 binary needs linux/amd64, not %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
@@ -159,6 +165,7 @@ func checkConfig(t *testing.T, img v1.Image, arch string, stamp dist.Stamp) {
 	}
 	for k, want := range map[string]string{
 		dist.LabelVersion: stamp.Version, dist.LabelRevision: stamp.Revision, dist.LabelSource: stamp.Source,
+		dist.LabelLicenses: "Apache-2.0",
 	} {
 		if got := c.Labels[k]; got != want {
 			t.Errorf("%s: label %s=%q, want %q", arch, k, got, want)
@@ -204,5 +211,36 @@ func extract(t *testing.T, img v1.Image, name string) string {
 			t.Fatal(err)
 		}
 		return path
+	}
+}
+
+// ociArchiveIndex reads the image index that the index.json of an OCI
+// archive names.
+func ociArchiveIndex(t *testing.T, path string) v1.Hash {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("no index.json in %s", path)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name != "index.json" {
+			continue
+		}
+		im, err := v1.ParseIndexManifest(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(im.Manifests) != 1 {
+			t.Fatalf("the index.json of %s names %d manifests, want 1", path, len(im.Manifests))
+		}
+		return im.Manifests[0].Digest
 	}
 }

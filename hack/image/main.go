@@ -5,9 +5,11 @@
 //	go run ./hack/image --version v0.1.0 --revision $(git rev-parse HEAD) --out dist
 //
 // It writes <out>/image, an OCI image layout holding one index for every
-// --platforms, and <out>/nodepool-image-<os>-<arch>.tar, a `docker save`
-// tarball per platform for docker load, podman load and kind load
-// image-archive.
+// --platforms; <out>/nodepool-image.oci.tar, that layout as one file, for
+// kind load image-archive (containerd imports it with the pinned digest);
+// and <out>/nodepool-image-<os>-<arch>.tar, a `docker save` tarball per
+// platform for docker load and podman load, whose Docker manifest has a
+// digest of its own.
 package main
 
 import (
@@ -37,6 +39,7 @@ func main() {
 	}
 	fmt.Printf("image %s@%s (%s, %.1f MiB compressed) in %s, built in %.0fs\n",
 		res.Tag, res.Digest, o.Platforms, float64(res.CompressedBytes)/(1<<20), res.Layout, time.Since(start).Seconds())
+	fmt.Printf("  %s (kind load image-archive)\n", res.OCIArchive)
 	for _, t := range res.DockerTarballs {
 		fmt.Printf("  %s\n", t)
 	}

@@ -3,9 +3,9 @@
 //
 //	nodepool.yaml                  config/default, the image pinned by digest
 //	nodepool-cert-manager.yaml     config/cert-manager, the same plus the payload server's certificate
-//	nodepool-image.oci.tar         the image (an OCI layout: skopeo copy oci-archive:, podman load)
-//	nodepool-image-linux-*.tar     the image per platform (docker load, kind load image-archive)
-//	kubectl-nodepool_*_*.tar.gz    the kubectl plugin for linux and darwin, amd64 and arm64
+//	nodepool-image.oci.tar         the image (an OCI layout: kind load image-archive, skopeo copy oci-archive:, podman load)
+//	nodepool-image-linux-*.tar     the image per platform (docker load; its digest is not the pinned one)
+//	kubectl-nodepool_*_*.tar.gz    the kubectl plugin for linux and darwin, amd64 and arm64, with LICENSE
 //	krew/nodepool.yaml             the krew plugin manifest of those archives
 //	checksums.txt                  SHA-256 of all of the above (sha256sum -c checksums.txt)
 //

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,26 +35,10 @@ import (
 // checksums.txt covers every asset, and the krew manifest names the plugin
 // archive by its SHA-256; the plugin in it is kubectl-nodepool.
 func TestRelease(t *testing.T) {
-	root, err := k8sbin.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := dist.Platform{OS: "linux", Arch: "amd64"}
-	out := t.TempDir()
-	o := dist.ReleaseOptions{
-		Image: dist.ImageOptions{
-			Root: root, Out: out, Repository: "registry.example/nodepool", Platforms: []dist.Platform{host},
-			Stamp: dist.Stamp{Version: "v0.0.0-test.1", Revision: "0123456789abcdef", Source: "https://example.com/nodepool", Created: time.Unix(1700000000, 0).UTC()},
-		},
-		PluginPlatforms: []dist.Platform{host},
-	}
 	if _, err := dist.Release(context.Background(), dist.ReleaseOptions{Image: dist.ImageOptions{Stamp: dist.Stamp{Version: "latest"}}}); err == nil {
 		t.Error("a release called latest was made")
 	}
-	res, err := dist.Release(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, res := testRelease(t)
 
 	// The manifests pin the index the layout holds.
 	lp, err := layout.FromPath(res.Image.Layout)
@@ -148,6 +133,54 @@ func TestRelease(t *testing.T) {
 	if outb, _ := exec.Command(bin, "--help").CombinedOutput(); !strings.Contains(string(outb), "kubectl nodepool") {
 		t.Errorf("kubectl-nodepool does not run as the plugin:\n%s", outb)
 	}
+}
+
+// host is the platform of the test release: the others differ only by
+// GOOS/GOARCH, and cost a cross build each.
+var host = dist.Platform{OS: "linux", Arch: "amd64"}
+
+// The release the tests of this package read, built once into a folder
+// that TestMain removes.
+var (
+	releaseOnce sync.Once
+	releaseDir  string
+	releaseRes  *dist.ReleaseResult
+	releaseErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if releaseDir != "" {
+		_ = os.RemoveAll(releaseDir)
+	}
+	os.Exit(code)
+}
+
+// testRelease builds (once) the release for host into a temporary folder
+// and returns the folder and what Release wrote.
+func testRelease(t *testing.T) (string, *dist.ReleaseResult) {
+	t.Helper()
+	releaseOnce.Do(func() {
+		root, err := k8sbin.RepoRoot()
+		if err != nil {
+			releaseErr = err
+			return
+		}
+		if releaseDir, releaseErr = os.MkdirTemp("", "nodepool-release-test-"); releaseErr != nil {
+			return
+		}
+		releaseRes, releaseErr = dist.Release(context.Background(), dist.ReleaseOptions{
+			Image: dist.ImageOptions{
+				Root: root, Out: releaseDir, Repository: "registry.example/nodepool", Platforms: []dist.Platform{host},
+				Stamp: dist.Stamp{Version: "v0.0.0-test.1", Revision: "0123456789abcdef", Source: "https://example.com/nodepool", Created: time.Unix(1700000000, 0).UTC()},
+			},
+			PluginPlatforms: []dist.Platform{host},
+		})
+	})
+	if releaseErr != nil {
+		t.Fatalf("the test release: %v", releaseErr)
+	}
+	return releaseDir, releaseRes
 }
 
 func sha256Of(t *testing.T, path string) string {

@@ -10,6 +10,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
+// OCIArchiveName is the file of the OCI archive in the output folder.
+const OCIArchiveName = "nodepool-image.oci.tar"
+
 // ImageOptions are what BuildImage builds.
 type ImageOptions struct {
 	// Root is the nodepool checkout.
@@ -31,7 +34,13 @@ type ImageResult struct {
 	Digest v1.Hash
 	// Layout is the OCI image layout folder.
 	Layout string
-	// DockerTarballs, one per platform.
+	// OCIArchive is the layout as one tar file (an oci-archive): what
+	// `kind load image-archive` and `ctr images import` take to keep the
+	// pinned digest, and skopeo copy oci-archive: and podman load read.
+	OCIArchive string
+	// DockerTarballs, one per platform: `docker save` tarballs for docker
+	// load and podman load. Each holds a Docker manifest of its own digest,
+	// not the pinned index.
 	DockerTarballs []string
 	// Binaries by platform.
 	Binaries map[Platform]string
@@ -62,6 +71,14 @@ func BuildImage(ctx context.Context, o ImageOptions) (*ImageResult, error) {
 		return nil, fmt.Errorf("writing the OCI layout: %w", err)
 	}
 	if res.Digest, err = idx.Digest(); err != nil {
+		return nil, err
+	}
+	layoutFiles, err := dirEntries(res.Layout)
+	if err != nil {
+		return nil, err
+	}
+	res.OCIArchive = filepath.Join(o.Out, OCIArchiveName)
+	if err := writeArchive(res.OCIArchive, layoutFiles, false, o.Stamp.Created); err != nil {
 		return nil, err
 	}
 	seen := map[v1.Hash]bool{}

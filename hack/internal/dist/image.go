@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -34,9 +35,14 @@ const (
 	LabelCreated  = "org.opencontainers.image.created"
 	LabelTitle    = "org.opencontainers.image.title"
 	LabelRefName  = "org.opencontainers.image.ref.name"
+	LabelLicenses = "org.opencontainers.image.licenses"
 	// containerd names an imported image after it.
 	annotationContainerdName = "io.containerd.image.name"
 )
+
+// License is the SPDX identifier of the license in LICENSE at the
+// checkout's root.
+const License = "Apache-2.0"
 
 // Labels are the image's labels, also the annotations of its manifests.
 func (s Stamp) Labels() map[string]string {
@@ -46,6 +52,7 @@ func (s Stamp) Labels() map[string]string {
 		LabelRevision: s.Revision,
 		LabelSource:   s.Source,
 		LabelCreated:  s.Created.Format(time.RFC3339),
+		LabelLicenses: License,
 	}
 }
 
@@ -167,11 +174,32 @@ func Index(binaries map[Platform]string, platforms []Platform, s Stamp) (v1.Imag
 		}
 		images[p] = img
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
-			Add:        img,
+			Add:        withoutArtifactType{img},
 			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: p.OS, Architecture: p.Arch}},
 		})
 	}
 	return mutate.Annotations(idx, s.Labels()).(v1.ImageIndex), images, nil
+}
+
+// withoutArtifactType is an image whose descriptor in an index has no
+// artifactType. go-containerregistry gives every image manifest's entry
+// one (its config's media type), and skopeo before 1.10 cannot write an
+// index whose entries carry it: `skopeo copy --all --preserve-digests`
+// then fails ("Manifest list must be converted ... Instructed to preserve
+// digests"), and without --preserve-digests the pushed index has another
+// digest than the one a release pins. An image's artifactType is optional
+// (the OCI image spec sets it only for artifacts), so leave it out.
+type withoutArtifactType struct{ v1.Image }
+
+// Descriptor is what partial.Descriptor, and so mutate.AppendManifests,
+// takes as the image's entry.
+func (i withoutArtifactType) Descriptor() (*v1.Descriptor, error) {
+	d, err := partial.Descriptor(i.Image)
+	if err != nil {
+		return nil, err
+	}
+	d.ArtifactType = ""
+	return d, nil
 }
 
 // WriteLayout writes idx as the OCI image layout dir (replacing it), named

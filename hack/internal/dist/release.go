@@ -70,16 +70,7 @@ func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 		res.Files = append(res.Files, m.File)
 	}
 
-	// The OCI layout as one file: skopeo copy oci-archive:..., podman load.
-	layoutFiles, err := dirEntries(img.Layout)
-	if err != nil {
-		return nil, err
-	}
-	const ociArchive = "nodepool-image.oci.tar"
-	if err := writeArchive(filepath.Join(out, ociArchive), layoutFiles, false, s.Created); err != nil {
-		return nil, err
-	}
-	res.Files = append(res.Files, ociArchive)
+	res.Files = append(res.Files, filepath.Base(img.OCIArchive))
 	for _, t := range img.DockerTarballs {
 		res.Files = append(res.Files, filepath.Base(t))
 	}
@@ -115,7 +106,7 @@ func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 
 // pluginArchives builds the binaries the image did not and writes
 // kubectl-nodepool_<os>_<arch>.tar.gz for each plugin platform: the binary
-// as kubectl-nodepool, and LICENSE if the checkout has one.
+// as kubectl-nodepool, and the checkout's LICENSE.
 func pluginArchives(ctx context.Context, o ReleaseOptions, built map[Platform]string) ([]krewArchive, error) {
 	var missing []Platform
 	for _, p := range o.PluginPlatforms {
@@ -127,10 +118,12 @@ func pluginArchives(ctx context.Context, o ReleaseOptions, built map[Platform]st
 	if err != nil {
 		return nil, err
 	}
-	var extra []entry
-	if license := filepath.Join(o.Image.Root, "LICENSE"); fileExists(license) {
-		extra = append(extra, entry{name: "LICENSE", path: license, mode: 0o644})
+	// krew (and krew-index) refuse a plugin archive without a license.
+	license := filepath.Join(o.Image.Root, "LICENSE")
+	if !fileExists(license) {
+		return nil, fmt.Errorf("no LICENSE in %s: every plugin archive carries it", o.Image.Root)
 	}
+	extra := []entry{{name: "LICENSE", path: license, mode: 0o644}}
 	var out []krewArchive
 	for _, p := range o.PluginPlatforms {
 		bin := built[p]
