@@ -119,18 +119,6 @@ func TestScenarioARestartViaRolloutAfter(t *testing.T) {
 	golden(t, w)
 }
 
-// ApplyPending is what `kubectl nodepool rollout apply-pending` writes.
-func ApplyPending(p *Pool, reason string) {
-	w := p.w
-	at := w.Now.UTC().Truncate(time.Second).Add(time.Second)
-	p.setAnnotation(rollout.AnnotationApplyPending, at.Format(time.RFC3339))
-	p.track.person = at
-	if reason != "" {
-		p.setAnnotation(nodepoolv1.AnnotationOutsideWindowsAt, at.Format(time.RFC3339))
-		p.setAnnotation(nodepoolv1.AnnotationOutsideWindowsReason, reason)
-	}
-}
-
 func TestScenarioApplyPendingRollsTheDrift(t *testing.T) {
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3})

@@ -243,7 +243,9 @@ func (w *World) OptOut(invariant, reason string) {
 }
 
 // Note adds a line to the next trace row's "what happened".
-func (w *World) Note(format string, args ...any) { w.notes = append(w.notes, fmt.Sprintf(format, args...)) }
+func (w *World) Note(format string, args ...any) {
+	w.notes = append(w.notes, fmt.Sprintf(format, args...))
+}
 
 func (w *World) name(prefix string) string {
 	w.seq++
