@@ -244,6 +244,7 @@ func (p *Pool) applyNodeActions(plan rollout.Plan) {
 			m.Unschedulable = true
 			m.Phase, m.StartedAt = nodepoolv1.UpdatePhaseDraining, now
 			m.WasUnschedulable = a.Cordoned
+			m.ReadyAtStart = m.NodeReady(now) && !a.Cordoned
 			p.w.Note("%s cordoned, draining", m.Name)
 		case rollout.StepRequest:
 			if m.Desired != a.Payload || m.Phase != nodepoolv1.UpdatePhaseUpdating {

@@ -94,6 +94,7 @@ func TestScenarioAHaltedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
 		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
 	}})
+	w.OptOut("NoMoreThanCanaryOnAnUntestedPayload", "defect 2 (the canary's round) would be reported first; this scenario is about the payload a halted pool boots")
 	w.Bad["renderer=r2"] = 10 * time.Minute
 	w.After(time.Minute, "platform bumps the renderer to r2 (bad after 10m)", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
 	w.After(2*time.Minute, "person runs apply-pending", func(*World) { ApplyPending(p, "") })
@@ -101,38 +102,53 @@ func TestScenarioAHaltedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	run(t, w, 3*time.Hour) // AHaltedPoolBootsTheLastHealthyPayload
 }
 
-// 5. A fleet wave completes when its pool carried out the trigger under
-// another request (here the pool's own newer apply-pending).
-func TestScenarioAFleetWaveCompletesWhenAnotherRequestCarriedOutItsTrigger(t *testing.T) {
-	defect(t)
+// fleetAtTheWindowsEnd is a pool with a nightly window (01:00–03:00Z in
+// winter) and pending drift, and a fleet rollout of the drift that
+// triggers it in the window's last second: the trigger's time (the next
+// whole second) is outside the window, so the pool holds it until the
+// next night.
+func fleetAtTheWindowsEnd(t *testing.T, edit func(*nodepoolv1.NodePool)) (*World, *Pool) {
 	w := New(t0)
-	a := settleNew(t, w, PoolSpec{Name: "a", Replicas: 2, Edit: nightly})
+	a := settleNew(t, w, PoolSpec{Name: "a", Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+		nightly(np)
+		if edit != nil {
+			edit(np)
+		}
+	}})
 	w.After(time.Minute, "platform bumps the renderer to r2", func(*World) { a.Inputs.Platform[CompRenderer] = "r2" })
-	w.After(2*time.Minute, "fleet rollout of the drift", func(w *World) {
+	w.At(time.Date(2026, 12, 1, 2, 59, 59, 0, time.UTC), "fleet rollout of the drift, in the window's last second", func(w *World) {
 		w.AddFleet("bump", nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending, Waves: []intstr.IntOrString{intstr.FromString("100%")},
 			HeldPools: nodepoolv1.HeldPoolWait}, "a")
 	})
-	w.After(time.Hour, "person runs apply-pending on a, outside windows", func(*World) { ApplyPending(a, "hotfix") })
-	run(t, w, 2*24*time.Hour) // FleetWavesComplete
+	return w, a
+}
+
+// 5. A fleet wave completes when its pool carried out the trigger under
+// another request (here the pool's drift deadline, whose request is the
+// next window's opening, newer than the trigger).
+func TestScenarioAFleetWaveCompletesWhenAnotherRequestCarriedOutItsTrigger(t *testing.T) {
+	defect(t)
+	w, a := fleetAtTheWindowsEnd(t, func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Maintenance.DriftDeadline = &metav1.Duration{Duration: 24 * time.Hour}
+	})
+	run(t, w, 3*24*time.Hour) // FleetWavesComplete
 	if f := w.Fleets()[0]; f.Status.Phase != nodepoolv1.FleetPhaseComplete {
 		t.Errorf("fleet %s, want Complete\n%s", f.State(), w.Trace())
 	}
+	if len(a.Obj.Status.PendingManagementChanges) != 0 {
+		t.Errorf("drift left: %+v", a.Obj.Status.PendingManagementChanges)
+	}
 }
 
-// 6. A person's later apply-pending wins over the fleet's older trigger.
+// 6. A person's later apply-pending (an emergency) wins over the fleet's
+// older, held trigger.
 func TestScenarioAPersonsLaterApplyPendingWinsOverTheFleet(t *testing.T) {
 	defect(t)
-	w := New(t0)
-	a := settleNew(t, w, PoolSpec{Name: "a", Replicas: 2, Edit: nightly})
-	w.After(time.Minute, "platform bumps the renderer to r2", func(*World) { a.Inputs.Platform[CompRenderer] = "r2" })
-	w.After(2*time.Minute, "fleet rollout of the drift", func(w *World) {
-		w.AddFleet("bump", nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending, Waves: []intstr.IntOrString{intstr.FromString("100%")},
-			HeldPools: nodepoolv1.HeldPoolWait}, "a")
-	})
-	w.After(time.Hour, "person runs apply-pending --outside-windows", func(*World) { ApplyPending(a, "hotfix") })
-	run(t, w, 3*time.Hour) // APersonsLaterRequestWins
-	if r := lastRecord(a); !strings.HasPrefix(r.Reason, "outside maintenance windows") {
-		t.Errorf("last record %+v, want the person's emergency rollout\n%s", r, w.Trace())
+	w, a := fleetAtTheWindowsEnd(t, nil)
+	w.At(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), "person runs apply-pending --outside-windows --reason hotfix", func(*World) { ApplyPending(a, "hotfix") })
+	run(t, w, 2*24*time.Hour) // APersonsLaterRequestWins
+	if r := lastRecord(a); !strings.HasPrefix(r.Reason, "outside maintenance windows") || r.Started.After(time.Date(2026, 12, 1, 10, 1, 0, 0, time.UTC)) {
+		t.Errorf("last record %+v, want the person's emergency rollout at 10:00\n%s", r, w.Trace())
 	}
 }
 

@@ -255,14 +255,15 @@ func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
 // NoMoreThanMaxUnavailable: Cluster API never takes a pool below its
 // replicas minus maxUnavailable machines, and never deletes available
 // machines below that (counting only available ones, as it does); an
-// InPlace pool never has more nodes in an update than maxUnavailable.
+// InPlace pool never takes more nodes that were available into an
+// update than maxUnavailable.
 func NoMoreThanMaxUnavailable(c *Context) error {
 	p := c.P
 	if p.MS != nil {
 		busy := int32(0)
 		for _, m := range p.Machines {
-			if m.Phase != "" {
-				busy++
+			if m.Phase != "" && m.ReadyAtStart {
+				busy++ // a node unavailable already takes its own slot
 			}
 		}
 		mu := poolmath.InPlaceMaxUnavailable(p.Obj.Spec.Management.InPlace.MaxUnavailable, p.MS.Replicas)
@@ -335,7 +336,8 @@ func APersonsLaterRequestWins(c *Context) error {
 }
 
 // DriftPastItsDeadlineIsAppliedInTheWindow: drift the nodes have run
-// behind for longer than driftDeadline is applied once a window is open
+// behind for longer than driftDeadline is applied in the first window
+// that opens after the deadline
 // (unless paused, halted, or a rollout is in progress).
 func DriftPastItsDeadlineIsAppliedInTheWindow(c *Context) error {
 	p := c.P
@@ -351,7 +353,7 @@ func DriftPastItsDeadlineIsAppliedInTheWindow(c *Context) error {
 	}
 	deadline := oldest.Add(m.DriftDeadline.Duration)
 	now := p.w.Now
-	if now.Before(deadline.Add(time.Hour)) {
+	if now.Before(deadline) {
 		return nil
 	}
 	d := c.Plan.Decision
@@ -359,11 +361,11 @@ func DriftPastItsDeadlineIsAppliedInTheWindow(c *Context) error {
 		return nil
 	}
 	g := poolmath.NewCalendar(m).GateAt(now, poolmath.ClassPlatform, false)
-	if !g.Open || now.Sub(g.Allowed.Start) < 10*time.Minute {
+	if !g.Open || g.Allowed.Start.Before(deadline) {
 		return nil
 	}
 	return fmt.Errorf("platform drift pending since %s passed its deadline %s, the window is open since %s, and nothing rolls (action %s)",
-		oldest.Format(time.RFC3339), deadline.Format(time.RFC3339), g.Allowed.Start.Format(time.RFC3339), d.Action)
+		oldest.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), g.Allowed.Start.UTC().Format(time.RFC3339), d.Action)
 }
 
 // TheDecisionSaysWhatHappens: the decision agrees with the plan: a

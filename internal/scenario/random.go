@@ -72,7 +72,7 @@ func Random(seed int64, o RandomOptions) *World {
 	}
 	rev := 1
 	for i := 0; i < o.Events; i++ {
-		at := start.Add(time.Duration(r.Int63n(int64(o.Length))))
+		at := start.Add(time.Duration(r.Int63n(int64(o.Length/time.Second))) * time.Second)
 		p := w.pools[r.Intn(len(w.pools))]
 		rev++
 		v := fmt.Sprintf("%d", rev)

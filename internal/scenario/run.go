@@ -38,7 +38,7 @@ func (w *World) After(d time.Duration, what string, do func(w *World)) { w.At(w.
 // restart also forgets the last plans and reconciles every pool at once).
 func (w *World) Restart() {
 	for _, p := range w.pools {
-		p.lastPlan = nil
+		p.lastPlan, p.rendered = nil, nil
 		p.due, p.watch = w.Now, true
 	}
 	for _, f := range w.fleets {
@@ -150,6 +150,9 @@ func (p *Pool) reconcile() []error {
 	plan := rollout.Decide(in)
 	p.apply(in, plan)
 	p.lastPlan = &plan
+	if a := plan.Decision.Action; a != rollout.ActionNone && p.stepAction == "" {
+		p.stepAction = a
+	}
 	p.due = p.w.Now.Add(plan.RequeueAfter)
 	if plan.RequeueAfter == 0 {
 		p.due = time.Time{}

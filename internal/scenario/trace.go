@@ -76,6 +76,9 @@ func (p *Pool) PoolState() string {
 	action, health := "-", "-"
 	if pl := p.lastPlan; pl != nil {
 		action = string(pl.Decision.Action)
+		if p.stepAction != "" {
+			action = string(p.stepAction)
+		}
 		if pl.Decision.InProgress {
 			action += "+rolling"
 		}
@@ -123,6 +126,7 @@ func (w *World) row() {
 	w.notes = nil
 	for _, p := range w.pools {
 		r.Pools = append(r.Pools, p.PoolState())
+		p.stepAction = ""
 	}
 	for _, f := range w.fleets {
 		r.Pools = append(r.Pools, f.State())

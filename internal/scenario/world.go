@@ -96,6 +96,12 @@ type Pool struct {
 	// memory the controller keeps between reconciles (none the engine
 	// needs): the last plan, for the trace. Restart drops it.
 	lastPlan *rollout.Plan
+	// stepAction is the first action other than None of this step.
+	stepAction rollout.Action
+	// the render cache.
+	rendered       *payload.Payload
+	renderedHashes payload.Hashes
+	renderedKey    string
 	// due is when the controller looks at the pool again.
 	due time.Time
 	// watch is set when something the controller watches changed.
@@ -159,6 +165,8 @@ type Machine struct {
 	Phase, Desired, Current, State  string
 	StartedAt, RequestedAt, AgentAt time.Time
 	Unschedulable, WasUnschedulable bool
+	// ReadyAtStart: its node was Ready when its in-place update started.
+	ReadyAtStart bool
 }
 
 // Record is a history record (a ControllerRevision) of the pool.
@@ -278,5 +286,13 @@ func (p *Pool) setAnnotation(k, v string) {
 	p.Obj.Annotations[k] = v
 }
 
-// Latest renders the pool's latest payload.
-func (p *Pool) Latest() (*payload.Payload, payload.Hashes) { return render(p.Name, p.Inputs) }
+// Latest renders the pool's latest payload (through the controller's
+// render cache, which a restart drops).
+func (p *Pool) Latest() (*payload.Payload, payload.Hashes) {
+	key := fmt.Sprint(p.Inputs.Config, "|", p.Inputs.Version, "|", p.Inputs.Platform[CompRenderer], "|", p.Inputs.Platform[CompProxyDefaults], "|", p.Inputs.Platform[CompPullSecret])
+	if p.rendered == nil || p.renderedKey != key {
+		pl, h := render(p.Name, p.Inputs)
+		p.rendered, p.renderedHashes, p.renderedKey = pl, h, key
+	}
+	return p.rendered, p.renderedHashes
+}
