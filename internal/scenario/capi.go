@@ -377,6 +377,14 @@ func (p *Pool) deleteMachine(m *Machine, cause string) {
 	p.w.Note("%s deleted (%s)", m.Name, cause)
 }
 
+// Resumed tells the invariants that a person resumed the pool's halted
+// rollout (by whatever the API offers for it): AHaltHolds and
+// AHaltedPoolBootsTheLastHealthyPayload no longer hold it halted.
+func (p *Pool) Resumed() {
+	p.track.resumed = true
+	p.watch = true
+}
+
 // DeleteMachine deletes a machine by hand.
 func (p *Pool) DeleteMachine(name string) {
 	for _, m := range p.Machines {
@@ -443,7 +451,15 @@ func (p *Pool) remediate(dry bool) (bool, time.Time) {
 		}
 		due = append(due, m)
 	}
-	if unhealthy > DefaultMaxUnhealthy || len(due) == 0 || dry {
+	maxUnhealthy := intstr.FromInt32(DefaultMaxUnhealthy)
+	if a.MaxUnhealthy != nil {
+		maxUnhealthy = *a.MaxUnhealthy
+	}
+	limit, err := intstr.GetScaledValueFromIntOrPercent(&maxUnhealthy, len(p.Machines), false)
+	if err != nil {
+		limit = DefaultMaxUnhealthy
+	}
+	if unhealthy > limit || len(due) == 0 || dry {
 		return false, next
 	}
 	for _, m := range due {

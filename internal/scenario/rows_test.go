@@ -272,3 +272,21 @@ func TestScenarioAnInPlaceRolloutWithHealth(t *testing.T) {
 	wantAllOn(t, w, p, latestHash(p))
 	golden(t, w)
 }
+
+// A controller restart mid-canary: the next reconcile decides from the
+// objects only and carries on where the last one left off.
+func TestScenarioAControllerRestartMidCanaryCarriesOn(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 5*time.Minute, nodepoolv1.FailurePolicyHalt)
+	}})
+	w.After(time.Minute, "owner edits the config to c2", func(*World) { p.Inputs.Config = "c2" })
+	w.After(20*time.Minute, "controller restarts", func(w *World) { w.Restart() })
+	run(t, w, 3*time.Hour)
+	wantRecord(t, w, p, rollout.InitiatorSpec, OutcomeComplete)
+	wantAllOn(t, w, p, latestHash(p))
+	if len(p.History) != 2 {
+		t.Errorf("%d records, want 2: a restart records no new rollout", len(p.History))
+	}
+	golden(t, w)
+}

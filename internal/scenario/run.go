@@ -44,7 +44,6 @@ func (w *World) Restart() {
 	for _, f := range w.fleets {
 		f.due = w.Now
 	}
-	w.Note("controller restarted")
 }
 
 // Run steps the world until end (or a violation, unless KeepGoing).
