@@ -138,3 +138,11 @@ lint: ## go vet and gofmt.
 	go vet ./...
 	@out="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))"; \
 	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+# Random interleavings of the scenario engine (internal/scenario): SEEDS
+# seeds, each a simulated world of pools over days; a failing seed prints
+# its trace and the command that replays it.
+SEEDS ?= 200
+.PHONY: soak-sim
+soak-sim:
+	NODEPOOL_SIM_SEEDS=$(SEEDS) go test ./internal/scenario -run '^TestRandomInterleavings$$' -count=1 -timeout 60m

@@ -1,0 +1,208 @@
+package scenario
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
+	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+)
+
+// Fleet is a FleetRollout driven by the real fleet decision, carried out
+// as the FleetRollout controller does (status first, then the pools'
+// annotations).
+type Fleet struct {
+	w      *World
+	Name   string
+	Spec   nodepoolv1.FleetRolloutSpec
+	Status nodepoolv1.FleetRolloutStatus
+	// Pools are the names it selects.
+	Pools []string
+	due   time.Time
+	watch bool
+	// settledSince is when each of its pools was first seen settled
+	// while the fleet still waited for it (FleetWavesComplete).
+	settledSince map[string]time.Time
+}
+
+// AddFleet starts a fleet rollout over the named pools.
+func (w *World) AddFleet(name string, spec nodepoolv1.FleetRolloutSpec, pools ...string) *Fleet {
+	f := &Fleet{w: w, Name: name, Spec: spec, Pools: pools, due: w.Now, settledSince: map[string]time.Time{}}
+	w.fleets = append(w.fleets, f)
+	w.Note("fleet rollout %s started over %v", name, pools)
+	return f
+}
+
+// Fleets are the world's fleet rollouts.
+func (w *World) Fleets() []*Fleet { return append([]*Fleet(nil), w.fleets...) }
+
+func (f *Fleet) terminal() bool {
+	return f.Status.Phase == nodepoolv1.FleetPhaseComplete || f.Status.Phase == nodepoolv1.FleetPhaseCancelled
+}
+
+func (f *Fleet) reconcile() {
+	w := f.w
+	f.watch = false
+	if f.terminal() {
+		f.due = time.Time{}
+		return
+	}
+	if f.Status.StartedAt == nil {
+		var refs []fleet.Ref
+		for _, n := range f.Pools {
+			refs = append(refs, fleet.Ref{Namespace: Namespace, Name: n})
+		}
+		f.Status = fleet.Start(refs, f.Spec.Waves, metav1.NewTime(w.Now))
+	}
+	pools := map[fleet.Ref]fleet.Pool{}
+	initiator := nodepoolv1.FleetRolloutInitiator(f.Name)
+	for _, sp := range f.Status.Pools {
+		ref := fleet.RefOf(sp)
+		p := w.Pool(sp.Name)
+		if p == nil {
+			pools[ref] = fleet.Pool{}
+			continue
+		}
+		obs := observeFleetPool(p.Obj, w.Now)
+		if obs.Fleet != "" && obs.Fleet != f.Name && !w.drives(obs.Fleet) {
+			obs.Fleet = ""
+		}
+		over := sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped
+		if sp.TriggeredAt != nil && (!over || obs.Fleet == f.Name) {
+			for _, r := range p.History {
+				if string(r.Initiator) != initiator || r.ForcedAt == nil || !r.ForcedAt.Equal(sp.TriggeredAt.Time) {
+					continue
+				}
+				if obs.Record == nil || r.Revision > obs.Record.Revision {
+					obs.Record = &fleet.Record{Revision: r.Revision, Outcome: r.Outcome}
+				}
+			}
+		}
+		pools[ref] = obs
+	}
+	res := fleet.Decide(fleet.Input{Name: f.Name, Spec: f.Spec, Status: f.Status, Generation: 1, Pools: pools, Now: w.Now})
+	f.Status = res.Status
+	for _, t := range res.Triggers {
+		if p := w.Pool(t.Name); p != nil {
+			p.setAnnotation(rollout.AnnotationApplyPending, t.At.UTC().Format(time.RFC3339))
+			p.setAnnotation(nodepoolv1.AnnotationFleetRollout, f.Name)
+			p.watch = true
+			if !t.Retry {
+				w.Note("fleet %s triggered %s at %s", f.Name, t.Name, t.At.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+	for _, r := range res.Releases {
+		p := w.Pool(r.Name)
+		if p == nil || p.Annotation(nodepoolv1.AnnotationFleetRollout) != f.Name {
+			continue
+		}
+		p.setAnnotation(nodepoolv1.AnnotationFleetRollout, "")
+		if r.At != nil && p.Annotation(rollout.AnnotationApplyPending) == r.At.UTC().Format(time.RFC3339) {
+			p.setAnnotation(rollout.AnnotationApplyPending, "")
+		}
+		p.watch = true
+	}
+	for _, e := range res.Events {
+		w.Note("fleet %s: %s", f.Name, e.Message)
+	}
+	f.due = time.Time{}
+	if !f.terminal() {
+		after := 10 * time.Hour
+		if res.RequeueAfter > 0 && res.RequeueAfter < after {
+			after = res.RequeueAfter
+		}
+		f.due = w.Now.Add(after)
+	}
+	// The fleet controller watches the pools: it looks again whenever one
+	// changes (the world marks it), else at its requeue.
+}
+
+func (w *World) drives(name string) bool {
+	for _, f := range w.fleets {
+		if f.Name == name {
+			return !f.terminal()
+		}
+	}
+	return false
+}
+
+// observeFleetPool mirrors the FleetRollout controller's reading of a
+// pool.
+func observeFleetPool(pool *nodepoolv1.NodePool, now time.Time) fleet.Pool {
+	st := pool.Status
+	falseCond := func(t string) *fleet.Condition {
+		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
+			return &fleet.Condition{Reason: c.Reason, Message: c.Message}
+		}
+		return nil
+	}
+	desired := st.DesiredReplicas
+	return fleet.Pool{
+		Exists: true, HasDrift: len(st.PendingManagementChanges) > 0, Paused: poolmath.PauseAt(pool, now).Paused,
+		Updating: st.Updating != "", Held: falseCond(nodepoolv1.ConditionMaintenanceWindow), Unhealthy: falseCond(nodepoolv1.ConditionRolloutHealthy),
+		Ready: meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady),
+		Settled: st.ObservedGeneration == pool.Generation && st.Updating == "" &&
+			st.Replicas == desired && st.UpdatedReplicas == desired && st.ReadyReplicas == desired,
+		Replicas: st.Replicas, Fleet: pool.Annotations[nodepoolv1.AnnotationFleetRollout], At: pool.Annotations[rollout.AnnotationApplyPending],
+	}
+}
+
+// State is a one-line summary of the fleet rollout.
+func (f *Fleet) State() string {
+	s := fmt.Sprintf("fleet %s: %s wave %d", f.Name, f.Status.Phase, f.Status.CurrentWave)
+	for _, p := range f.Status.Pools {
+		s += fmt.Sprintf(" %s=%s", p.Name, p.State)
+	}
+	return s
+}
+
+// FleetWavesComplete: a fleet rollout's pool that settled (nothing
+// rolling, every machine up to date, no drift left for ApplyPending) for
+// over two hours is no longer waited for.
+func (w *World) checkFleets() []error {
+	if _, off := w.opts["FleetWavesComplete"]; off {
+		return nil
+	}
+	var errs []error
+	for _, f := range w.fleets {
+		if f.terminal() || f.Spec.Paused {
+			continue
+		}
+		for _, sp := range f.Status.Pools {
+			p := w.Pool(sp.Name)
+			if p == nil || sp.State != nodepoolv1.FleetPoolRolling || sp.TriggeredAt == nil {
+				delete(f.settledSince, sp.Name)
+				continue
+			}
+			obs := observeFleetPool(p.Obj, w.Now)
+			done := obs.Settled && !(f.Spec.Action == nodepoolv1.FleetActionApplyPending && obs.HasDrift) && obs.Unhealthy == nil
+			older := false
+			for _, m := range p.Machines {
+				if m.Created.Before(sp.TriggeredAt.Time) {
+					older = true
+				}
+			}
+			if !done || older {
+				delete(f.settledSince, sp.Name)
+				continue
+			}
+			since, ok := f.settledSince[sp.Name]
+			if !ok {
+				f.settledSince[sp.Name] = w.Now
+				continue
+			}
+			if w.Now.Sub(since) > 2*time.Hour {
+				errs = append(errs, fmt.Errorf("FleetWavesComplete at %s: fleet %s still waits for pool %s, which has carried out its trigger (%s) and settled since %s",
+					w.Now.UTC().Format(time.RFC3339), f.Name, sp.Name, sp.TriggeredAt.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339)))
+				delete(f.settledSince, sp.Name)
+			}
+		}
+	}
+	return errs
+}

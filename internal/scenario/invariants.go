@@ -1,0 +1,391 @@
+package scenario
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+)
+
+// tracker is what the invariants remember of a pool between steps (the
+// controller remembers none of it).
+type tracker struct {
+	created, deleted []*Machine
+	started          []Record
+	// passed are the payloads whose canary passed (or that every machine
+	// of a settled pool ran).
+	passed map[string]bool
+	// halt is the rollout hash a halt held, "" when none; haltPayload the
+	// payload that failed.
+	halt, haltPayload string
+	resumed           bool
+	// driftSince is when the running nodes first differed from the
+	// platform, per component.
+	driftSince map[string]time.Time
+	// person is the latest apply-pending time a person asked for.
+	person time.Time
+}
+
+func (t *tracker) init() {
+	t.passed, t.driftSince = map[string]bool{}, map[string]time.Time{}
+}
+
+// Check is an invariant: nil when it holds after a pool's reconcile.
+type Check struct {
+	Name string
+	Fn   func(c *Context) error
+}
+
+// Context is what an invariant looks at: the world, the pool, the input
+// the engine decided from and its plan, and the machines created and
+// deleted, and records started, in this step.
+type Context struct {
+	W       *World
+	P       *Pool
+	In      rollout.Input
+	Plan    rollout.Plan
+	Created []*Machine
+	Deleted []*Machine
+	Started []Record
+}
+
+// Invariants are checked after every reconcile of every pool.
+var Invariants = []Check{
+	{"ReplacedForAReason", ReplacedForAReason},
+	{"GatedRolloutsStartInAWindow", GatedRolloutsStartInAWindow},
+	{"NoMoreThanCanaryOnAnUntestedPayload", NoMoreThanCanaryOnAnUntestedPayload},
+	{"NoMoreThanMaxUnavailable", NoMoreThanMaxUnavailable},
+	{"AHaltHolds", AHaltHolds},
+	{"AHaltedPoolBootsTheLastHealthyPayload", AHaltedPoolBootsTheLastHealthyPayload},
+	{"APersonsLaterRequestWins", APersonsLaterRequestWins},
+	{"DriftPastItsDeadlineIsAppliedInTheWindow", DriftPastItsDeadlineIsAppliedInTheWindow},
+	{"TheDecisionSaysWhatHappens", TheDecisionSaysWhatHappens},
+}
+
+func (w *World) check(p *Pool, in rollout.Input, plan rollout.Plan) []error {
+	c := &Context{W: w, P: p, In: in, Plan: plan, Created: p.track.created, Deleted: p.track.deleted, Started: p.track.started}
+	p.track.created, p.track.deleted, p.track.started = nil, nil, nil
+	var errs []error
+	for _, inv := range Invariants {
+		if _, off := w.opts[inv.Name]; off {
+			continue
+		}
+		if err := inv.Fn(c); err != nil {
+			errs = append(errs, fmt.Errorf("%s at %s, pool %s: %w", inv.Name, w.Now.UTC().Format(time.RFC3339), p.Name, err))
+		}
+	}
+	p.remember(in, plan)
+	return errs
+}
+
+// remember updates the tracker after the checks.
+func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
+	t := &p.track
+	if h := plan.Decision.Health; h != nil {
+		s := poolmath.Health(p.Obj.Spec.Management.Health, plan.Decision.Replicas)
+		soaked := map[string]int32{}
+		for _, m := range p.Machines {
+			if m.Gate != nil && m.Gate.Status && m.Gate.Reason == nodepoolv1.GateReasonSoaked {
+				soaked[m.Payload]++
+			}
+		}
+		for pl, n := range soaked {
+			if n >= s.Canary {
+				t.passed[pl] = true
+			}
+		}
+		if h.Phase == rollout.HealthHalted && t.halt == "" && in.Latest != nil {
+			t.halt, t.resumed = in.Hashes.Rollout, false
+			for _, m := range p.Machines {
+				if m.Name == h.Machine {
+					t.haltPayload = m.Payload
+				}
+			}
+		}
+		if t.halt != "" && in.Latest != nil && in.Hashes.Rollout != t.halt {
+			t.halt, t.haltPayload = "", ""
+		}
+	}
+	if plan.Settled {
+		for _, m := range p.Machines {
+			t.passed[m.Payload] = true
+		}
+	}
+	// The true drift since: per management component, since when what
+	// the nodes run (the pool's current payload) differs from the latest.
+	running := p.Payloads[p.Annotation(nodepoolv1.AnnotationCurrentPayload)]
+	if running != nil && in.Latest != nil {
+		seen := map[string]bool{}
+		for c, f := range in.Latest.Fragments {
+			if c.IsRollout() {
+				continue
+			}
+			if string(running.Fragments[c]) != string(f) {
+				seen[c.Name()] = true
+				if _, ok := t.driftSince[c.Name()]; !ok {
+					t.driftSince[c.Name()] = p.w.Now
+				}
+			}
+		}
+		for k := range t.driftSince {
+			if !seen[k] {
+				delete(t.driftSince, k)
+			}
+		}
+	}
+}
+
+// allowed reports whether a record's initiator may replace machines.
+func allowed(r Record) bool {
+	switch r.Initiator {
+	case rollout.InitiatorSpec, rollout.InitiatorVersion, rollout.InitiatorRestart, rollout.InitiatorPlatform,
+		rollout.InitiatorPolicy, rollout.InitiatorRollback, rollout.InitiatorDeadline:
+		return true
+	}
+	return r.Initiator.FleetRollout() != ""
+}
+
+// ReplacedForAReason: a machine Cluster API replaces (its MachineSet is
+// outdated) is replaced for a recorded rollout the API allows: the
+// template's rollout (owner change, rollback) or a forced one whose time
+// is the MachineDeployment's rollout.after.
+func ReplacedForAReason(c *Context) error {
+	p := c.P
+	for _, m := range c.Deleted {
+		if m.Cause != CauseRollout || p.MD == nil {
+			continue
+		}
+		ok := false
+		target := p.UserData[p.MD.DataSecretName]
+		for _, r := range p.History {
+			if !allowed(r) {
+				continue
+			}
+			if m.DataSecretName != p.MD.DataSecretName && r.RolloutHash == target.RolloutHash && r.ForcedAt == nil {
+				ok = true
+			}
+			if r.ForcedAt != nil && p.MD.RolloutAfter != nil && r.ForcedAt.Equal(*p.MD.RolloutAfter) {
+				ok = true
+			}
+			if m.DataSecretName != p.MD.DataSecretName && r.Initiator == rollout.InitiatorRollback {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("machine %s (%s) was replaced with no rollout on record for it", m.Name, m.DataSecretName)
+		}
+	}
+	return nil
+}
+
+// classOf is the maintenance class of a record's initiator.
+func classOf(i rollout.Initiator) poolmath.Class {
+	switch i {
+	case rollout.InitiatorSpec, rollout.InitiatorVersion:
+		return poolmath.ClassOwner
+	case rollout.InitiatorRestart:
+		return poolmath.ClassRestart
+	}
+	return poolmath.ClassPlatform
+}
+
+// GatedRolloutsStartInAWindow: a rollout the maintenance settings gate
+// starts only when they allow it (inside a window, outside an exclusion
+// of its scope; the emergency path passes windows and breakable
+// exclusions). A rollback and a new pool are not gated.
+func GatedRolloutsStartInAWindow(c *Context) error {
+	m := c.P.Obj.Spec.Management.Maintenance
+	if m == nil {
+		return nil
+	}
+	cal := poolmath.NewCalendar(m)
+	for _, r := range c.Started {
+		if r.Initiator == rollout.InitiatorRollback || r.Revision == 1 {
+			continue
+		}
+		emergency := strings.HasPrefix(r.Reason, "outside maintenance windows: ")
+		if g := cal.GateAt(r.Started, classOf(r.Initiator), emergency); !g.Open {
+			what := "outside its maintenance window"
+			if g.Exclusion != "" {
+				what = "inside exclusion " + g.Exclusion
+			}
+			return fmt.Errorf("revision %d (%s) started %s", r.Revision, r.Initiator, what)
+		}
+	}
+	return nil
+}
+
+// NoMoreThanCanaryOnAnUntestedPayload: while a health-gated rollout's
+// canary has not passed, no more than canary machines exist on its
+// payload.
+func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
+	p := c.P
+	h := p.Obj.Spec.Management.Health
+	if h == nil || p.InPlace() {
+		return nil
+	}
+	var trial *Record
+	for i := len(p.History) - 1; i >= 0; i-- {
+		if p.History[i].Outcome == OutcomeInProgress && p.History[i].Revision > 1 && p.History[i].Initiator != rollout.InitiatorRollback {
+			trial = &p.History[i]
+			break
+		}
+	}
+	if trial == nil {
+		return nil
+	}
+	s := poolmath.Health(h, c.Plan.Decision.Replicas)
+	count := map[string]int32{}
+	for _, m := range p.Machines {
+		if !m.Created.Before(trial.Started) && m.Payload != "" && !p.track.passed[m.Payload] {
+			count[m.Payload]++
+		}
+	}
+	for _, pl := range sortedKeys(count) {
+		if count[pl] > s.Canary {
+			return fmt.Errorf("%d machines on payload %s, whose canary (%d) has not passed", count[pl], Short(pl), s.Canary)
+		}
+	}
+	return nil
+}
+
+// NoMoreThanMaxUnavailable: Cluster API never takes a pool below its
+// replicas minus maxUnavailable machines, and never deletes available
+// machines below that (counting only available ones, as it does); an
+// InPlace pool never takes more nodes that were available into an
+// update than maxUnavailable.
+func NoMoreThanMaxUnavailable(c *Context) error {
+	p := c.P
+	if p.MS != nil {
+		busy := int32(0)
+		for _, m := range p.Machines {
+			if m.Phase != "" && m.ReadyAtStart {
+				busy++ // a node unavailable already takes its own slot
+			}
+		}
+		mu := poolmath.InPlaceMaxUnavailable(p.Obj.Spec.Management.InPlace.MaxUnavailable, p.MS.Replicas)
+		if busy > mu {
+			return fmt.Errorf("%d nodes in an in-place update, more than maxUnavailable %d", busy, mu)
+		}
+		return nil
+	}
+	md := p.MD
+	if md == nil || md.OnDelete {
+		return nil
+	}
+	_, unavailable := fenceposts(md.MaxSurge, md.MaxUnavailable, md.Replicas)
+	if n := int32(len(p.Machines)); n < md.Replicas-unavailable {
+		for _, m := range c.Deleted {
+			if m.Cause == CauseRollout {
+				return fmt.Errorf("%d machines left of %d with maxUnavailable %d after a rollout deleted %s", n, md.Replicas, unavailable, m.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// AHaltHolds: once a health-gated rollout halted, it stays halted until
+// the owner changes the pool or a person resumes it.
+func AHaltHolds(c *Context) error {
+	t := &c.P.track
+	if t.halt == "" || t.resumed || c.In.Latest == nil || c.In.Hashes.Rollout != t.halt {
+		return nil
+	}
+	h := c.Plan.Decision.Health
+	if h == nil {
+		return nil
+	}
+	switch h.Phase {
+	case rollout.HealthHalted, rollout.HealthRollingBack, rollout.HealthRolledBack:
+		return nil
+	}
+	return fmt.Errorf("the rollout halted earlier, and is now in phase %q although neither the owner changed the pool nor a person resumed it", h.Phase)
+}
+
+// AHaltedPoolBootsTheLastHealthyPayload: a machine made while the pool is
+// halted does not boot the payload that failed.
+func AHaltedPoolBootsTheLastHealthyPayload(c *Context) error {
+	t := &c.P.track
+	if t.halt == "" || t.haltPayload == "" || t.resumed {
+		return nil
+	}
+	for _, m := range c.Created {
+		if m.Payload == t.haltPayload {
+			return fmt.Errorf("machine %s of a halted pool boots %s, the payload that failed", m.Name, Short(m.Payload))
+		}
+	}
+	return nil
+}
+
+// APersonsLaterRequestWins: the apply-pending time a person wrote is
+// never replaced by an older one.
+func APersonsLaterRequestWins(c *Context) error {
+	t := &c.P.track
+	if t.person.IsZero() {
+		return nil
+	}
+	v := c.P.Annotation(rollout.AnnotationApplyPending)
+	at, err := time.Parse(time.RFC3339, v)
+	if v != "" && err == nil && at.Before(t.person) {
+		return fmt.Errorf("apply-pending is %s, older than the %s a person asked for", v, t.person.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// DriftPastItsDeadlineIsAppliedInTheWindow: drift the nodes have run
+// behind for longer than driftDeadline is applied in the first window
+// that opens after the deadline
+// (unless paused, halted, or a rollout is in progress).
+func DriftPastItsDeadlineIsAppliedInTheWindow(c *Context) error {
+	p := c.P
+	m := p.Obj.Spec.Management.Maintenance
+	if m == nil || m.DriftDeadline == nil || len(p.track.driftSince) == 0 {
+		return nil
+	}
+	oldest := time.Time{}
+	for _, k := range sortedKeys(p.track.driftSince) {
+		if s := p.track.driftSince[k]; oldest.IsZero() || s.Before(oldest) {
+			oldest = s
+		}
+	}
+	deadline := oldest.Add(m.DriftDeadline.Duration)
+	now := p.w.Now
+	if now.Before(deadline) {
+		return nil
+	}
+	d := c.Plan.Decision
+	if d.Pause.Paused || d.InProgress || d.Action.Rolls() && d.Action != rollout.ActionDefer || p.track.halt != "" {
+		return nil
+	}
+	g := poolmath.NewCalendar(m).GateAt(now, poolmath.ClassPlatform, false)
+	if !g.Open || g.Allowed.Start.Before(deadline) {
+		return nil
+	}
+	return fmt.Errorf("platform drift pending since %s passed its deadline %s, the window is open since %s, and nothing rolls (action %s)",
+		oldest.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), g.Allowed.Start.UTC().Format(time.RFC3339), d.Action)
+}
+
+// TheDecisionSaysWhatHappens: the decision agrees with the plan: a
+// rollout recorded is one the decision starts (or a rollback); a held or
+// deferred one writes no record; a settled plan has nothing in progress.
+func TheDecisionSaysWhatHappens(c *Context) error {
+	d, plan := c.Plan.Decision, c.Plan
+	if r := plan.Record; r != nil {
+		switch {
+		case r.Initiator == rollout.InitiatorRollback:
+		case d.Action == rollout.ActionCreate || d.Action == rollout.ActionStart || d.Action == rollout.ActionForce:
+		default:
+			return fmt.Errorf("a rollout (%s) is recorded but the decision is %s", r.Initiator, d.Action)
+		}
+	}
+	if d.Action == rollout.ActionForce && (plan.MachineDeployment == nil || plan.MachineDeployment.RolloutAfter == nil) {
+		return fmt.Errorf("the decision forces a rollout but the plan sets no rollout.after")
+	}
+	if plan.Settled && d.InProgress {
+		return fmt.Errorf("the plan is settled while the decision says a rollout is in progress")
+	}
+	return nil
+}

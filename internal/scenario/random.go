@@ -1,0 +1,140 @@
+package scenario
+
+import (
+	"fmt"
+	"math/rand"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// RandomOptions tune the random interleavings.
+type RandomOptions struct {
+	Pools  int
+	Length time.Duration
+	// Events is how many scripted actions are drawn.
+	Events int
+	// Health, Windows and Bad enable health gates, maintenance settings
+	// and bad payloads.
+	Health, Windows, Bad bool
+}
+
+// DefaultRandom are the settings of the fixed seeds.
+var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true}
+
+// Random is a world drawn from a seed: pools with random settings and a
+// script of owner edits, platform bumps, forced requests, pauses, bad
+// payloads, auto repair, fleet rollouts and controller restarts.
+func Random(seed int64, o RandomOptions) *World {
+	r := rand.New(rand.NewSource(seed))
+	start := time.Date(2026, 10, 19, 9, 0, 0, 0, time.UTC) // the fall-back week of Europe/Berlin and America/New_York
+	w := New(start)
+	zones := []string{"Europe/Berlin", "America/New_York", "UTC"}
+	for i := 0; i < o.Pools; i++ {
+		replicas := int32(1 + r.Intn(5))
+		w.AddPool(PoolSpec{Name: fmt.Sprintf("p%d", i), Replicas: replicas, Edit: func(np *nodepoolv1.NodePool) {
+			m := &np.Spec.Management
+			m.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(int32(r.Intn(3))))
+			m.Replace.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(int32(r.Intn(2))))
+			m.ManagementUpdates = []nodepoolv1.ManagementUpdatePolicy{nodepoolv1.ManagementUpdatesOnNextRollout, nodepoolv1.ManagementUpdatesNewNodes, nodepoolv1.ManagementUpdatesRollout}[r.Intn(3)]
+			if r.Intn(4) == 0 {
+				m.UpgradeType = nodepoolv1.UpgradeTypeInPlace
+			}
+			if o.Health && r.Intn(2) == 0 {
+				m.Health = &nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: time.Duration(r.Intn(40)) * time.Minute},
+					Soak: &metav1.Duration{Duration: time.Duration(r.Intn(10)) * time.Minute}, FailurePolicy: []nodepoolv1.FailurePolicy{nodepoolv1.FailurePolicyHalt, nodepoolv1.FailurePolicyRollback}[r.Intn(2)]}
+			}
+			if r.Intn(3) == 0 {
+				m.AutoRepair = &nodepoolv1.AutoRepair{}
+			}
+			if o.Windows && r.Intn(2) == 0 {
+				mt := &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{{Schedule: fmt.Sprintf("0 %d * * *", r.Intn(24)),
+					Duration: metav1.Duration{Duration: time.Duration(1+r.Intn(4)) * time.Hour}, TimeZone: zones[r.Intn(len(zones))]}}}
+				if r.Intn(2) == 0 {
+					mt.Gate = []nodepoolv1.GatedRollout{nodepoolv1.GatedRolloutOwner}
+				}
+				if r.Intn(3) == 0 {
+					s := start.Add(time.Duration(r.Intn(7*24)) * time.Hour)
+					mt.Exclusions = []nodepoolv1.MaintenanceExclusion{{Name: "freeze", Start: metav1.Time{Time: s}, End: metav1.Time{Time: s.Add(time.Duration(1+r.Intn(48)) * time.Hour)},
+						Scope: []nodepoolv1.ExclusionScope{nodepoolv1.ExclusionScopeAll, nodepoolv1.ExclusionScopePlatform}[r.Intn(2)]}}
+				}
+				if r.Intn(2) == 0 {
+					mt.DriftDeadline = &metav1.Duration{Duration: time.Duration(24+r.Intn(72)) * time.Hour}
+				}
+				m.Maintenance = mt
+			}
+		}})
+	}
+	rev := 1
+	for i := 0; i < o.Events; i++ {
+		at := start.Add(time.Duration(r.Int63n(int64(o.Length/time.Second))) * time.Second)
+		p := w.pools[r.Intn(len(w.pools))]
+		rev++
+		v := fmt.Sprintf("%d", rev)
+		switch k := r.Intn(10); k {
+		case 0, 1:
+			bad := o.Bad && r.Intn(4) == 0
+			w.At(at, fmt.Sprintf("owner of %s edits the config to c%s (bad %v)", p.Name, v, bad), func(w *World) {
+				if bad {
+					w.Bad["user-configs=c"+v] = time.Duration(r.Intn(20)) * time.Minute
+				}
+				p.Inputs.Config = "c" + v
+			})
+		case 2:
+			w.At(at, "platform bumps the renderer to r"+v, func(w *World) {
+				for _, q := range w.pools {
+					q.Inputs.Platform[CompRenderer] = "r" + v
+				}
+			})
+		case 3:
+			w.At(at, "platform rotates the pull secret", func(w *World) {
+				for _, q := range w.pools {
+					q.Inputs.Platform[CompPullSecret] = "s" + v
+				}
+			})
+		case 4:
+			w.At(at, "person runs apply-pending on "+p.Name, func(*World) { ApplyPending(p, "") })
+		case 5:
+			w.At(at, "owner restarts "+p.Name, func(w *World) { p.Obj.Spec.Management.RolloutAfter = &metav1.Time{Time: w.Now.Truncate(time.Second)} })
+		case 6:
+			d := time.Duration(1+r.Intn(12)) * time.Hour
+			w.At(at, "owner pauses "+p.Name+" for "+d.String(), func(w *World) {
+				p.Obj.Spec.Management.PausedUntil = w.Now.Add(d).UTC().Format(time.RFC3339)
+			})
+		case 7:
+			w.At(at, "controller restarts", func(w *World) { w.Restart() })
+		case 8:
+			n := int32(1 + r.Intn(5))
+			w.At(at, fmt.Sprintf("owner scales %s to %d", p.Name, n), func(*World) { p.Obj.Spec.Replicas = &n })
+		case 9:
+			name := "f" + v
+			w.At(at, "fleet rollout "+name, func(w *World) {
+				var names []string
+				for _, q := range w.pools {
+					names = append(names, q.Name)
+				}
+				w.AddFleet(name, nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending,
+					Waves: []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")}, HeldPools: nodepoolv1.HeldPoolWait}, names...)
+			})
+		}
+	}
+	return w
+}
+
+// ApplyPending is what `kubectl nodepool rollout apply-pending` writes on
+// a pool (with a reason: --outside-windows --reason).
+func ApplyPending(p *Pool, reason string) {
+	at := p.w.Now.UTC().Truncate(time.Second).Add(time.Second)
+	p.setAnnotation(rollout.AnnotationApplyPending, at.Format(time.RFC3339))
+	p.setAnnotation(nodepoolv1.AnnotationFleetRollout, "")
+	p.track.person = at
+	if reason != "" {
+		p.setAnnotation(nodepoolv1.AnnotationOutsideWindowsAt, at.Format(time.RFC3339))
+		p.setAnnotation(nodepoolv1.AnnotationOutsideWindowsReason, reason)
+	}
+}

@@ -1,0 +1,207 @@
+package scenario
+
+import (
+	"fmt"
+
+	"nodepool.dev/nodepool/internal/rollout"
+	"sort"
+	"time"
+)
+
+// Action is something scripted that happens at a time: an owner edit, a
+// platform bump, a person's command, a controller restart.
+type Action struct {
+	At   time.Time
+	What string
+	Do   func(w *World)
+	seq  int
+}
+
+// At schedules an action at a time (actions at the same time run in the
+// order they were scheduled).
+func (w *World) At(at time.Time, what string, do func(w *World)) {
+	w.seq++
+	w.script = append(w.script, Action{At: at.UTC(), What: what, Do: do, seq: w.seq})
+	sort.SliceStable(w.script, func(i, j int) bool {
+		if !w.script[i].At.Equal(w.script[j].At) {
+			return w.script[i].At.Before(w.script[j].At)
+		}
+		return w.script[i].seq < w.script[j].seq
+	})
+}
+
+// After schedules an action a duration after now.
+func (w *World) After(d time.Duration, what string, do func(w *World)) { w.At(w.Now.Add(d), what, do) }
+
+// Restart drops every bit of the controller's memory: the next input of
+// every pool is rebuilt from the observed objects only (it always is; a
+// restart also forgets the last plans and reconciles every pool at once).
+func (w *World) Restart() {
+	for _, p := range w.pools {
+		p.lastPlan, p.rendered = nil, nil
+		p.due, p.watch = w.Now, true
+	}
+	for _, f := range w.fleets {
+		f.due = w.Now
+	}
+}
+
+// Run steps the world until end (or a violation, unless KeepGoing).
+func (w *World) Run(end time.Time) error {
+	for !w.Now.After(end) {
+		if err := w.Step(); err != nil && !w.KeepGoing {
+			return err
+		}
+		next := w.next()
+		if next.IsZero() || next.After(end) {
+			w.Now = end
+			break
+		}
+		w.Now = next
+		w.steps++
+		if w.steps > w.StepLimit {
+			return fmt.Errorf("scenario: more than %d steps by %s: the model busy-loops", w.StepLimit, w.Now.Format(time.RFC3339))
+		}
+	}
+	if len(w.Violations) > 0 {
+		return w.Violations[0]
+	}
+	return nil
+}
+
+// RunFor runs for a duration from now.
+func (w *World) RunFor(d time.Duration) error { return w.Run(w.Now.Add(d)) }
+
+// Step runs everything due now: scripted actions, Cluster API, the
+// MachineHealthCheck, node agents, fleet rollouts, and the reconcile of
+// every pool due or whose watched objects changed; then the invariants.
+func (w *World) Step() error {
+	for len(w.script) > 0 && !w.script[0].At.After(w.Now) {
+		a := w.script[0]
+		w.script = w.script[1:]
+		w.Note("%s", a.What)
+		a.Do(w)
+		for _, p := range w.pools {
+			p.watch = true
+		}
+	}
+	var errs []error
+	for round := 0; round < 5; round++ {
+		busy := false
+		for _, p := range w.pools {
+			if c, _ := p.remediate(false); c {
+				p.watch = true
+			}
+			if c, _ := p.runAgents(); c {
+				p.watch = true
+			}
+			if p.reconcileCAPI() {
+				p.watch = true
+			}
+			if p.nodeEvents() {
+				p.watch = true
+			}
+		}
+		for _, f := range w.fleets {
+			if (!f.due.IsZero() && !f.due.After(w.Now)) || f.watch {
+				f.reconcile()
+			}
+		}
+		for _, p := range w.pools {
+			if !p.watch && (p.due.IsZero() || p.due.After(w.Now)) {
+				continue
+			}
+			busy = true
+			p.watch = false
+			errs = append(errs, p.reconcile()...)
+			for _, f := range w.fleets {
+				f.watch = true
+			}
+			if p.reconcileCAPI() {
+				p.watch = true
+			}
+		}
+		if !busy {
+			break
+		}
+		anyWatch := false
+		for _, p := range w.pools {
+			anyWatch = anyWatch || p.watch
+		}
+		if !anyWatch {
+			break
+		}
+	}
+	errs = append(errs, w.checkFleets()...)
+	w.row()
+	for _, e := range errs {
+		w.Violations = append(w.Violations, e)
+	}
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}
+
+// reconcile is one reconcile of the pool: observe, decide, apply, check.
+func (p *Pool) reconcile() []error {
+	in := p.Observe()
+	plan := rollout.Decide(in)
+	p.apply(in, plan)
+	p.lastPlan = &plan
+	if a := plan.Decision.Action; a != rollout.ActionNone && p.stepAction == "" {
+		p.stepAction = a
+	}
+	p.due = p.w.Now.Add(plan.RequeueAfter)
+	if plan.RequeueAfter == 0 {
+		p.due = time.Time{}
+	}
+	return p.w.check(p, in, plan)
+}
+
+// nodeEvents reports whether a node registered, turned Ready or NotReady
+// just now (a watch event of the controller).
+func (p *Pool) nodeEvents() bool {
+	now := p.w.Now
+	for _, m := range p.Machines {
+		if m.NodeAt.Equal(now) || m.UnhealthyAt.Equal(now) || m.AgentAt.Equal(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// next is the time of the next event: a scripted action, a pool's
+// requeue, a node registering or turning unhealthy, an agent finishing, a
+// MachineHealthCheck timeout, a fleet rollout's requeue.
+func (w *World) next() time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(w.Now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if len(w.script) > 0 {
+		consider(w.script[0].At)
+	}
+	for _, p := range w.pools {
+		consider(p.due)
+		if p.watch {
+			consider(w.Now.Add(time.Second))
+		}
+		for _, m := range p.Machines {
+			consider(m.NodeAt)
+			consider(m.UnhealthyAt)
+			if m.Phase != "" {
+				consider(m.AgentAt)
+			}
+		}
+		if _, t := p.remediate(true); !t.IsZero() {
+			consider(t)
+		}
+	}
+	for _, f := range w.fleets {
+		consider(f.due)
+	}
+	return next
+}

@@ -1,0 +1,298 @@
+package scenario
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// Namespace of every modelled pool.
+const Namespace = "team-a"
+
+// Defaults of the model's timing.
+const (
+	// DefaultBootDelay is how long a new machine takes until its node
+	// registers (Ready unless its payload is bad).
+	DefaultBootDelay = 3 * time.Minute
+	// DefaultAgentDelay is how long an InPlace node's agent takes to apply
+	// a payload it was asked for.
+	DefaultAgentDelay = 2 * time.Minute
+)
+
+// World is the model: pools, fleet rollouts, a clock and the knobs.
+type World struct {
+	Now      time.Time
+	Settings rollout.Settings
+	// BootDelay and AgentDelay are the model's timings.
+	BootDelay, AgentDelay time.Duration
+	// Bad lists payload values ("component=value") that make a node
+	// unhealthy: after the duration (0: never healthy) from its boot or
+	// its in-place update.
+	Bad map[string]time.Duration
+
+	pools  []*Pool
+	fleets []*Fleet
+	script []Action
+	// opts are the invariants a scenario opted out of, with reasons.
+	opts map[string]string
+	// Rows is the trace, one row per step that changed something.
+	Rows  []Row
+	steps int
+	seq   int
+	// Violations are the invariant errors found (Run stops at the first
+	// unless KeepGoing).
+	Violations []error
+	KeepGoing  bool
+	// StepLimit bounds the steps of a Run (a safety net, never reached
+	// by a model that waits for events).
+	StepLimit int
+	notes     []string
+}
+
+// New is an empty world at start.
+func New(start time.Time) *World {
+	return &World{
+		Now:        start.UTC(),
+		Settings:   rollout.Settings{TokenTTL: 24 * time.Hour, CleanupGracePeriod: 10 * time.Minute, NodeAgentTimeout: time.Hour, ResyncPeriod: 10 * time.Hour},
+		BootDelay:  DefaultBootDelay,
+		AgentDelay: DefaultAgentDelay,
+		Bad:        map[string]time.Duration{},
+		opts:       map[string]string{},
+		StepLimit:  200000,
+	}
+}
+
+// Pool is one modelled pool: its NodePool object, its Secrets and stored
+// payloads, its MachineDeployment (Replace) or MachineSet (InPlace) with
+// machines, its history, and the platform's inputs for it.
+type Pool struct {
+	w    *World
+	Name string
+	// Obj is the NodePool: spec as the owner wrote it, annotations and
+	// status as the controller (and people) wrote them.
+	Obj *nodepoolv1.NodePool
+	// Inputs is what its payload renders from.
+	Inputs Inputs
+
+	UserData map[string]rollout.UserData
+	Tokens   map[string]rollout.Token
+	Payloads map[string]*payload.Payload
+
+	// MD is the MachineDeployment (Replace pools), nil until created.
+	MD *MachineDeployment
+	// MS is the InPlace MachineSet (InPlace pools), nil until created.
+	MS       *InPlaceSet
+	Machines []*Machine
+	History  []Record
+
+	// memory the controller keeps between reconciles (none the engine
+	// needs): the last plan, for the trace. Restart drops it.
+	lastPlan *rollout.Plan
+	// stepAction is the first action other than None of this step.
+	stepAction rollout.Action
+	// the render cache.
+	rendered       *payload.Payload
+	renderedHashes payload.Hashes
+	renderedKey    string
+	// due is when the controller looks at the pool again.
+	due time.Time
+	// watch is set when something the controller watches changed.
+	watch bool
+
+	// track is what the invariants remember (not the controller).
+	track tracker
+}
+
+// MachineDeployment is the model of Cluster API's MachineDeployment.
+type MachineDeployment struct {
+	DataSecretName, Version, TemplateName string
+	Replicas                              int32
+	RolloutAfter                          *time.Time
+	MaxSurge, MaxUnavailable              intstr.IntOrString
+	OnDelete                              bool
+	// Gated: the machine template lists the nodepool.dev/Healthy
+	// readiness gate.
+	Gated bool
+	Sets  []*MachineSet
+}
+
+// MachineSet is one MachineSet of a MachineDeployment.
+type MachineSet struct {
+	Name                                  string
+	Created                               time.Time
+	DataSecretName, Version, TemplateName string
+	Replicas                              int32
+}
+
+// InPlaceSet is an InPlace pool's MachineSet.
+type InPlaceSet struct {
+	DataSecretName, Version, TemplateName string
+	Replicas                              int32
+	RolloutAfter                          *time.Time
+	Created                               time.Time
+}
+
+// Machine is a Machine with its Node.
+type Machine struct {
+	Name    string
+	Set     string
+	Created time.Time
+	// DataSecretName and Version are its bootstrap data and version
+	// (InPlace: the controller's record of what it runs).
+	DataSecretName, Version string
+	// Payload is what its node booted (or was updated to in place).
+	Payload string
+	// NodeAt is when its node registers.
+	NodeAt time.Time
+	// Gate is its nodepool.dev/Healthy condition.
+	Gate *rollout.Gate
+	// UnhealthyAt is when its node turns NotReady (zero: never).
+	UnhealthyAt time.Time
+	// ReadySince is when its node became Ready (zero: not Ready).
+	ReadySince time.Time
+	// Cause is why it was deleted ("" while it lives).
+	Cause string
+	// InPlace node state.
+	UpdatedAt                       time.Time
+	Phase, Desired, Current, State  string
+	StartedAt, RequestedAt, AgentAt time.Time
+	Unschedulable, WasUnschedulable bool
+	// ReadyAtStart: its node was Ready when its in-place update started.
+	ReadyAtStart bool
+}
+
+// Record is a history record (a ControllerRevision) of the pool.
+type Record struct {
+	Revision int64
+	rollout.Record
+	Outcome   string
+	Completed *time.Time
+}
+
+// HasNode reports whether the machine's node has registered.
+func (m *Machine) HasNode(now time.Time) bool { return !m.NodeAt.IsZero() && !now.Before(m.NodeAt) }
+
+// NodeReady reports whether its node is Ready now.
+func (m *Machine) NodeReady(now time.Time) bool {
+	return m.HasNode(now) && (m.UnhealthyAt.IsZero() || now.Before(m.UnhealthyAt))
+}
+
+// PoolSpec is what AddPool starts a pool with.
+type PoolSpec struct {
+	Name     string
+	Replicas int32
+	Config   string
+	Version  string
+	// Platform values (CompRenderer, CompProxyDefaults, CompPullSecret).
+	Platform map[inputs.Component]string
+	// Edit changes the NodePool's spec before the pool is added.
+	Edit func(*nodepoolv1.NodePool)
+}
+
+// AddPool adds a pool; the first step creates its MachineDeployment.
+func (w *World) AddPool(s PoolSpec) *Pool {
+	if s.Config == "" {
+		s.Config = "c1"
+	}
+	if s.Version == "" {
+		s.Version = "v1.36.3"
+	}
+	plat := map[inputs.Component]string{CompRenderer: "r1", CompProxyDefaults: "p1", CompPullSecret: "s1"}
+	for k, v := range s.Platform {
+		plat[k] = v
+	}
+	obj := &nodepoolv1.NodePool{}
+	obj.Name, obj.Namespace, obj.Generation = s.Name, Namespace, 1
+	obj.CreationTimestamp = metav1.NewTime(w.Now)
+	obj.Labels = map[string]string{"fleet": "all"}
+	obj.Spec.ClusterName = "c"
+	obj.Spec.Replicas = &s.Replicas
+	obj.Spec.Release.Version = s.Version
+	obj.Spec.InfrastructureTemplateRef = nodepoolv1.TemplateReference{Kind: "DockerMachineTemplate", APIGroup: "infrastructure.cluster.x-k8s.io", Name: "tmpl"}
+	if s.Edit != nil {
+		s.Edit(obj)
+	}
+	p := &Pool{w: w, Name: s.Name, Obj: obj, Inputs: Inputs{Config: s.Config, Version: s.Version, Platform: plat},
+		UserData: map[string]rollout.UserData{}, Tokens: map[string]rollout.Token{}, Payloads: map[string]*payload.Payload{},
+		due: w.Now, watch: true}
+	p.track.init()
+	w.pools = append(w.pools, p)
+	sort.Slice(w.pools, func(i, j int) bool { return w.pools[i].Name < w.pools[j].Name })
+	return p
+}
+
+// Pool returns the pool of that name (nil when none).
+func (w *World) Pool(name string) *Pool {
+	for _, p := range w.pools {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Pools are the world's pools, by name.
+func (w *World) Pools() []*Pool { return append([]*Pool(nil), w.pools...) }
+
+// OptOut exempts the world from an invariant, with the reason why.
+func (w *World) OptOut(invariant, reason string) {
+	if reason == "" {
+		panic("scenario: opting out of " + invariant + " needs a reason")
+	}
+	w.opts[invariant] = reason
+}
+
+// Note adds a line to the next trace row's "what happened".
+func (w *World) Note(format string, args ...any) {
+	w.notes = append(w.notes, fmt.Sprintf(format, args...))
+}
+
+func (w *World) name(prefix string) string {
+	w.seq++
+	return fmt.Sprintf("%s-%d", prefix, w.seq)
+}
+
+// InPlace reports whether the pool updates its machines in place.
+func (p *Pool) InPlace() bool {
+	return p.Obj.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace
+}
+
+// Live are the pool's machines, oldest first.
+func (p *Pool) Live() []*Machine { return append([]*Machine(nil), p.Machines...) }
+
+// LastPlan is the plan of the pool's last reconcile (nil before one, or
+// after a controller restart).
+func (p *Pool) LastPlan() *rollout.Plan { return p.lastPlan }
+
+// Annotation is a pool annotation ("" when unset).
+func (p *Pool) Annotation(k string) string { return p.Obj.Annotations[k] }
+
+func (p *Pool) setAnnotation(k, v string) {
+	if p.Obj.Annotations == nil {
+		p.Obj.Annotations = map[string]string{}
+	}
+	if v == "" {
+		delete(p.Obj.Annotations, k)
+		return
+	}
+	p.Obj.Annotations[k] = v
+}
+
+// Latest renders the pool's latest payload (through the controller's
+// render cache, which a restart drops).
+func (p *Pool) Latest() (*payload.Payload, payload.Hashes) {
+	key := fmt.Sprint(p.Inputs.Config, "|", p.Inputs.Version, "|", p.Inputs.Platform[CompRenderer], "|", p.Inputs.Platform[CompProxyDefaults], "|", p.Inputs.Platform[CompPullSecret])
+	if p.rendered == nil || p.renderedKey != key {
+		pl, h := render(p.Name, p.Inputs)
+		p.rendered, p.renderedHashes, p.renderedKey = pl, h, key
+	}
+	return p.rendered, p.renderedHashes
+}
