@@ -142,12 +142,12 @@ changes nothing.`,
 			if err != nil {
 				return err
 			}
-			if len(resumePool(pool.DeepCopy())) == 0 {
+			if len(rollout.Resume(pool.DeepCopy())) == 0 {
 				return o.done(pool, "%s is not paused\n", poolRef(pool))
 			}
 			var ended []string
 			if err := patchPool(ctx, c, pool, "spec.management.pausedUntil", func(p *nodepoolv1.NodePool) {
-				ended = resumePool(p)
+				ended = rollout.Resume(p)
 			}); err != nil {
 				return err
 			}
@@ -157,21 +157,6 @@ changes nothing.`,
 			return o.done(pool, "%s resumed\n", poolRef(pool))
 		},
 	}
-}
-
-// resumePool ends the pool's pause and its health halt; it returns what it
-// ended, nothing when the pool was neither paused nor halted.
-func resumePool(p *nodepoolv1.NodePool) []string {
-	var ended []string
-	if v := p.Spec.Management.PausedUntil; v != "" && v != "false" {
-		p.Spec.Management.PausedUntil = ""
-		ended = append(ended, "pause")
-	}
-	if _, ok := p.Annotations[nodepoolv1.AnnotationHalted]; ok {
-		delete(p.Annotations, nodepoolv1.AnnotationHalted)
-		ended = append(ended, "health halt")
-	}
-	return ended
 }
 
 func newApplyPendingCommand(o *Options) *cobra.Command {

@@ -186,8 +186,14 @@ func (p *Pool) applyMachineDeployment(t *rollout.MachineDeploymentTarget) {
 	md.Replicas = poolmath.DesiredReplicas(spec, current)
 	r := spec.Management.Replace
 	md.OnDelete = r.Strategy == nodepoolv1.ReplaceStrategyOnDelete
-	md.MaxSurge = ptr.Deref(r.RollingUpdate.MaxSurge, poolmath.DefaultMaxSurge)
-	md.MaxUnavailable = ptr.Deref(r.RollingUpdate.MaxUnavailable, poolmath.DefaultMaxUnavailable)
+	surge, unavailable := r.RollingUpdate.MaxSurge, r.RollingUpdate.MaxUnavailable
+	if t != nil && t.MaxSurge != nil && t.MaxUnavailable != nil {
+		// The health gate's canary is on trial: the engine's limits hold
+		// the rest of its round, as the controller writes them.
+		surge, unavailable = t.MaxSurge, t.MaxUnavailable
+	}
+	md.MaxSurge = ptr.Deref(surge, poolmath.DefaultMaxSurge)
+	md.MaxUnavailable = ptr.Deref(unavailable, poolmath.DefaultMaxUnavailable)
 	md.Gated = spec.Management.Health != nil
 	if t == nil {
 		return

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
 )
 
@@ -377,10 +378,11 @@ func (p *Pool) deleteMachine(m *Machine, cause string) {
 	p.w.Note("%s deleted (%s)", m.Name, cause)
 }
 
-// Resumed tells the invariants that a person resumed the pool's halted
-// rollout (by whatever the API offers for it): AHaltHolds and
-// AHaltedPoolBootsTheLastHealthyPayload no longer hold it halted.
+// Resumed is a person's `kubectl nodepool rollout resume` (rollout.Resume:
+// the pause ends, a recorded halt is removed); AHaltHolds and
+// AHaltedPoolBootsTheLastHealthyPayload no longer hold the pool halted.
 func (p *Pool) Resumed() {
+	rollout.Resume(p.Obj)
 	p.track.resumed = true
 	p.watch = true
 }
