@@ -157,6 +157,10 @@ const (
 	FleetPoolSkipped FleetPoolState = "Skipped"
 	// FleetPoolFailed: its rollout reports RolloutHealthy False.
 	FleetPoolFailed FleetPoolState = "Failed"
+	// FleetPoolTakenOver: a person's later request (a newer
+	// apply-pending) replaced the fleet's trigger; the pool counts as
+	// rolling until what the fleet asked holds, then it is Done.
+	FleetPoolTakenOver FleetPoolState = "TakenOver"
 )
 
 // FleetRolloutPool is one selected pool, with its wave.
@@ -192,6 +196,10 @@ type FleetRolloutWave struct {
 	Done    int32 `json:"done"`
 	Skipped int32 `json:"skipped"`
 	Failed  int32 `json:"failed"`
+	// takenOver counts the pools a person's later request took over
+	// whose rollout has not completed.
+	// +optional
+	TakenOver int32 `json:"takenOver,omitempty"`
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// completedAt is when every pool of the wave was done or skipped; the

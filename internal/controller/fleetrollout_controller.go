@@ -241,7 +241,6 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 	}
 	var revisions map[fleet.Ref][]*appsv1.ControllerRevision
 	out := make(map[fleet.Ref]fleet.Pool, len(fr.Status.Pools))
-	initiator := nodepoolv1.FleetRolloutInitiator(fr.Name)
 	live := map[string]bool{}
 	for _, sp := range fr.Status.Pools {
 		ref := fleet.RefOf(sp)
@@ -262,7 +261,7 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 					return nil, err
 				}
 			}
-			obs.Record = record(pool, revisions[ref], initiator, sp.TriggeredAt.Time)
+			obs.Record = record(pool, revisions[ref], sp.TriggeredAt.Time)
 		}
 		out[ref] = obs
 	}
@@ -308,6 +307,10 @@ func observeFleetPool(pool *nodepoolv1.NodePool, now time.Time) fleet.Pool {
 		return nil
 	}
 	desired := st.DesiredReplicas
+	at, outside := pool.Annotations[rollout.AnnotationApplyPending], ""
+	if at != "" && pool.Annotations[nodepoolv1.AnnotationOutsideWindowsAt] == at {
+		outside = pool.Annotations[nodepoolv1.AnnotationOutsideWindowsReason]
+	}
 	return fleet.Pool{
 		Exists:    pool.DeletionTimestamp.IsZero(),
 		HasDrift:  len(st.PendingManagementChanges) > 0,
@@ -318,26 +321,30 @@ func observeFleetPool(pool *nodepoolv1.NodePool, now time.Time) fleet.Pool {
 		Ready:     meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady),
 		Settled: st.ObservedGeneration == pool.Generation && st.Updating == "" &&
 			st.Replicas == desired && st.UpdatedReplicas == desired && st.ReadyReplicas == desired,
-		Replicas: st.Replicas,
-		Fleet:    pool.Annotations[nodepoolv1.AnnotationFleetRollout],
-		At:       pool.Annotations[rollout.AnnotationApplyPending],
+		Replicas:      st.Replicas,
+		Fleet:         pool.Annotations[nodepoolv1.AnnotationFleetRollout],
+		At:            at,
+		OutsideReason: outside,
 	}
 }
 
-// record finds the pool's history record of the trigger: the initiator
-// names the fleet rollout and the forced time is the trigger's.
-func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, initiator string, at time.Time) *fleet.Record {
+// record finds the pool's newest history record of a forced rollout at
+// or after the trigger, whoever requested it (the trigger itself, a drift
+// deadline, a newer rolloutAfter, a hand apply-pending): once it
+// completes, no machine older than the trigger is left.
+func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, at time.Time) *fleet.Record {
 	var found *fleet.Record
 	for _, cr := range crs {
 		if !history.IsRecord(pool, cr) {
 			continue
 		}
 		e, err := history.Decode(cr)
-		if err != nil || e.Initiator != initiator || e.ForcedAt == nil || !e.ForcedAt.Equal(at) {
+		if err != nil || e.ForcedAt == nil || e.ForcedAt.Before(at) {
 			continue
 		}
 		if found == nil || e.Revision > found.Revision {
-			found = &fleet.Record{Revision: e.Revision, Outcome: e.Outcome}
+			forced := e.ForcedAt.UTC()
+			found = &fleet.Record{Revision: e.Revision, Outcome: e.Outcome, Initiator: e.Initiator, ForcedAt: &forced}
 		}
 	}
 	return found

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,8 +37,14 @@ type Pool struct {
 	// Fleet and At are the pool's fleet-rollout and apply-pending
 	// annotations ("" when absent).
 	Fleet, At string
-	// Record is the pool's history record of this fleet rollout's
-	// trigger (initiator and forced time), nil before the pool started it.
+	// OutsideReason is the reason of an emergency request
+	// (nodepool.dev/outside-windows-reason) when it is for At.
+	OutsideReason string
+	// Record is the pool's newest history record of a forced rollout at or
+	// after this fleet rollout's trigger, whoever requested it (the
+	// trigger itself, a drift deadline, a newer rolloutAfter, a hand
+	// apply-pending): once it completes, no machine older than the
+	// trigger is left. Nil before the pool started one.
 	Record *Record
 }
 
@@ -49,6 +56,11 @@ type Record struct {
 	Revision int64
 	// Outcome is InProgress, Complete or Superseded.
 	Outcome string
+	// Initiator is who requested the rollout (history's initiator).
+	Initiator string
+	// ForcedAt is its forced time: every machine created before it is
+	// replaced.
+	ForcedAt *time.Time
 }
 
 // Outcomes of a history record (the history package's values).
@@ -158,7 +170,12 @@ func (d *decider) run() {
 
 // observe updates a triggered pool from what it reports.
 func (d *decider) observe(p *nodepoolv1.FleetRolloutPool) {
-	if p.TriggeredAt == nil || (p.State != nodepoolv1.FleetPoolRolling && p.State != nodepoolv1.FleetPoolFailed) {
+	switch p.State {
+	case nodepoolv1.FleetPoolRolling, nodepoolv1.FleetPoolFailed, nodepoolv1.FleetPoolTakenOver:
+	default:
+		return
+	}
+	if p.TriggeredAt == nil {
 		return
 	}
 	obs, ok := d.in.Pools[RefOf(*p)]
@@ -167,24 +184,43 @@ func (d *decider) observe(p *nodepoolv1.FleetRolloutPool) {
 	case !ok || !obs.Exists:
 		d.skip(p, "the pool was deleted")
 		return
-	case obs.Record == nil && obs.Fleet != "" && obs.Fleet != d.in.Name:
+	case obs.Record == nil && obs.Fleet != "" && obs.Fleet != d.in.Name && p.State != nodepoolv1.FleetPoolTakenOver:
 		d.skip(p, fmt.Sprintf("taken over by fleet rollout %s before its rollout started", obs.Fleet))
 		return
 	}
+	takenOver := ""
+	if p.State == nodepoolv1.FleetPoolTakenOver {
+		takenOver = p.Message
+	} else if later, ok := laterRequest(obs, at); ok {
+		takenOver = takeOverMessage(obs, later, at)
+		d.event(corev1.EventTypeNormal, nodepoolv1.EventFleetPoolTakenOver, "pool %s/%s %s", p.Namespace, p.Name, takenOver)
+	}
 	if r := obs.Record; r != nil {
 		p.Revision = r.Revision
+		done := ""
 		switch {
 		case r.Outcome == OutcomeComplete:
-			p.State, p.Message = nodepoolv1.FleetPoolDone, ""
-			return
+			done = d.carriedOut(r, at)
 		case r.Outcome == OutcomeSuperseded && obs.Settled && obs.Unhealthy == nil &&
 			(d.in.Spec.Action != nodepoolv1.FleetActionApplyPending || !obs.HasDrift):
-			p.State, p.Message = nodepoolv1.FleetPoolDone, fmt.Sprintf("revision %d was superseded by a later rollout, which completed", r.Revision)
+			done = fmt.Sprintf("revision %d was superseded by a later rollout, which completed", r.Revision)
+		}
+		if done != "" || r.Outcome == OutcomeComplete {
+			if takenOver != "" {
+				done = strings.TrimSuffix(takenOver+"; "+done, "; ")
+			}
+			p.State, p.Message = nodepoolv1.FleetPoolDone, done
 			return
 		}
 	}
 	if obs.Unhealthy != nil {
 		p.State, p.Message = nodepoolv1.FleetPoolFailed, fmt.Sprintf("RolloutHealthy is False (%s): %s", obs.Unhealthy.Reason, obs.Unhealthy.Message)
+		return
+	}
+	if takenOver != "" {
+		// A person's later request always wins: the fleet never writes its
+		// older time back; the pool is done once what the fleet asked holds.
+		p.State, p.Message = nodepoolv1.FleetPoolTakenOver, takenOver
 		return
 	}
 	p.State, p.Message = nodepoolv1.FleetPoolRolling, ""
@@ -205,6 +241,47 @@ func (d *decider) observe(p *nodepoolv1.FleetRolloutPool) {
 	if obs.Fleet != d.in.Name || obs.At != at.Format(time.RFC3339) {
 		d.res.Triggers = append(d.res.Triggers, Trigger{Ref: RefOf(*p), At: at, Retry: true})
 	}
+}
+
+// carriedOut says what completed the trigger: its own record is done
+// without a word; another request's (a drift deadline, a newer
+// rolloutAfter, a hand apply-pending) is named.
+func (d *decider) carriedOut(r *Record, at time.Time) string {
+	if r.Initiator == "" || r.Initiator == nodepoolv1.FleetRolloutInitiator(d.in.Name) && (r.ForcedAt == nil || r.ForcedAt.Equal(at)) {
+		return ""
+	}
+	forced := ""
+	if r.ForcedAt != nil {
+		forced = ", forced at " + r.ForcedAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("carried out by revision %d (initiator %s%s): no machine older than the trigger is left", r.Revision, r.Initiator, forced)
+}
+
+// laterRequest is the pool's apply-pending time when it is after the
+// fleet's trigger (a person's later request), whoever wrote it.
+func laterRequest(obs Pool, at time.Time) (time.Time, bool) {
+	if obs.At == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, obs.At)
+	if err != nil || !t.After(at) {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// maxReason bounds the operator's reason quoted in a message.
+const maxReason = 200
+
+func takeOverMessage(obs Pool, later, at time.Time) string {
+	s := fmt.Sprintf("taken over by a later apply-pending (%s) replacing the fleet's (%s)", later.Format(time.RFC3339), at.Format(time.RFC3339))
+	if r := obs.OutsideReason; r != "" {
+		if len(r) > maxReason {
+			r = r[:maxReason] + "…"
+		}
+		s += fmt.Sprintf(", outside windows: %q", r)
+	}
+	return s
 }
 
 // heldBy says what holds a pool's rollout: its pause, window or exclusion.
@@ -266,7 +343,7 @@ func (d *decider) cancel() {
 func (d *decider) rolling() int {
 	n := 0
 	for _, p := range d.st().Pools {
-		if p.State == nodepoolv1.FleetPoolRolling {
+		if p.State == nodepoolv1.FleetPoolRolling || p.State == nodepoolv1.FleetPoolTakenOver {
 			n++
 		}
 	}
@@ -411,7 +488,7 @@ func (d *decider) progressMessage(wave int32) string {
 			continue
 		}
 		switch p.State {
-		case nodepoolv1.FleetPoolRolling, nodepoolv1.FleetPoolFailed:
+		case nodepoolv1.FleetPoolRolling, nodepoolv1.FleetPoolFailed, nodepoolv1.FleetPoolTakenOver:
 			rolling++
 		case nodepoolv1.FleetPoolWaiting:
 			waiting++

@@ -570,3 +570,99 @@ func TestConditionsFollowThePhase(t *testing.T) {
 		}
 	}
 }
+
+// A fleet pool held by its window, whose drift deadline (or a newer
+// rolloutAfter, or a hand apply-pending) makes a newer request that the
+// pool carries out: what the fleet asked holds, so the pool is done and
+// frees its slot.
+func TestAPoolThatCarriesOutTheTriggerUnderANewerRequestIsDone(t *testing.T) {
+	for _, initiator := range []string{"deadline", "restart", "platform"} {
+		t.Run(initiator, func(t *testing.T) {
+			sp := spec(waves(1, "100%"), 0)
+			sp.MaxConcurrent = ptr.To[int32](1)
+			s := newSim(t, 2, sp)
+			at := s.step().Triggers[0].At
+			p := s.pools[ref(0)]
+			p.Held = &Condition{Reason: nodepoolv1.ReasonOutsideMaintenanceWindow, Message: "next window at 02:00"}
+			s.step()
+			// The window opens; the newer request is the one carried out.
+			newer := at.Add(3 * time.Hour)
+			p.Held, p.Settled = nil, false
+			p.Record = &Record{Revision: 6, Outcome: "InProgress", Initiator: initiator, ForcedAt: &newer}
+			s.now = s.now.Add(3 * time.Hour)
+			if res := s.step(); len(res.Triggers) != 0 {
+				t.Fatalf("triggers %+v while the newer request rolls", res.Triggers)
+			}
+			if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolRolling || st.Revision != 6 {
+				t.Fatalf("while the newer request rolls: %+v", st)
+			}
+			p.Record.Outcome, p.Settled, p.HasDrift = OutcomeComplete, true, false
+			s.now = s.now.Add(time.Hour)
+			got := triggered(s.step())
+			if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolDone || !strings.Contains(st.Message, initiator) {
+				t.Fatalf("the pool settled with no drift under revision 6: %+v", st)
+			}
+			if !slices.Equal(got, []Ref{ref(1)}) {
+				t.Fatalf("wave 2 triggered %v, want %s (wave 1 complete, its slot free)", got, ref(1))
+			}
+		})
+	}
+}
+
+// An operator's apply-pending --outside-windows on a pool the fleet
+// triggered and that is still held wins: the fleet does not write its
+// older time back, records the pool as taken over, and counts it done
+// once what it asked holds.
+func TestAnOperatorsLaterApplyPendingTakesThePoolOver(t *testing.T) {
+	sp := spec(waves(1, "100%"), 0)
+	sp.MaxConcurrent = ptr.To[int32](1)
+	s := newSim(t, 2, sp)
+	at := s.step().Triggers[0].At
+	p := s.pools[ref(0)]
+	p.Held = &Condition{Reason: nodepoolv1.ReasonOutsideMaintenanceWindow, Message: "next window at 02:00"}
+	s.step()
+	// kubectl nodepool rollout apply-pending --outside-windows --reason ...
+	s.now = s.now.Add(10 * time.Minute)
+	mine := TriggerTime(s.now)
+	p.At, p.Fleet, p.OutsideReason = mine.Format(time.RFC3339), "", "CVE-2026-1234"
+	res := s.step()
+	for _, tr := range res.Triggers {
+		if tr.Ref == ref(0) {
+			t.Fatalf("the fleet wrote its time %s back over the operator's %s: %+v", at, mine, tr)
+		}
+	}
+	st := s.state(ref(0))
+	if st.State != nodepoolv1.FleetPoolTakenOver || !strings.Contains(st.Message, "CVE-2026-1234") || !strings.Contains(st.Message, mine.Format(time.RFC3339)) {
+		t.Fatalf("taken over: %+v", st)
+	}
+	if s.in.Status.Waves[0].TakenOver != 1 || len(triggered(res)) != 0 {
+		t.Fatalf("waves %+v; triggered %v (the taken-over pool keeps its slot while it rolls)", s.in.Status.Waves, triggered(res))
+	}
+	// The operator's rollout runs and completes.
+	p.Held, p.Settled = nil, false
+	p.Record = &Record{Revision: 8, Outcome: "InProgress", Initiator: "platform", ForcedAt: &mine}
+	s.step()
+	if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolTakenOver {
+		t.Fatalf("while the operator's rollout runs: %+v", st)
+	}
+	p.Record.Outcome, p.Settled, p.HasDrift = OutcomeComplete, true, false
+	got := triggered(s.step())
+	if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolDone || !strings.Contains(st.Message, "taken over") {
+		t.Fatalf("what the fleet asked holds: %+v", st)
+	}
+	if !slices.Equal(got, []Ref{ref(1)}) {
+		t.Fatalf("wave 2 triggered %v", got)
+	}
+}
+
+// A write of the fleet's time that did not happen is still retried: an
+// apply-pending time older than the trigger (or none) is not a take-over.
+func TestAnOlderApplyPendingIsNotATakeOver(t *testing.T) {
+	s := newSim(t, 1, spec(waves("100%"), 0))
+	at := s.step().Triggers[0].At
+	s.pools[ref(0)].Fleet, s.pools[ref(0)].At = "", at.Add(-time.Hour).Format(time.RFC3339)
+	res := s.step()
+	if len(res.Triggers) != 1 || !res.Triggers[0].Retry || !res.Triggers[0].At.Equal(at) {
+		t.Fatalf("retry %+v", res.Triggers)
+	}
+}

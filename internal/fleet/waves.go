@@ -76,7 +76,7 @@ func Assign(pools []Ref, waves []intstr.IntOrString) ([]nodepoolv1.FleetRolloutP
 func Count(pools []nodepoolv1.FleetRolloutPool, rows []nodepoolv1.FleetRolloutWave) {
 	for i := range rows {
 		r := &rows[i]
-		r.Pools, r.Pending, r.Waiting, r.Rolling, r.Done, r.Skipped, r.Failed = 0, 0, 0, 0, 0, 0, 0
+		r.Pools, r.Pending, r.Waiting, r.Rolling, r.Done, r.Skipped, r.Failed, r.TakenOver = 0, 0, 0, 0, 0, 0, 0, 0
 	}
 	for _, p := range pools {
 		if p.Wave < 1 || int(p.Wave) > len(rows) {
@@ -97,6 +97,8 @@ func Count(pools []nodepoolv1.FleetRolloutPool, rows []nodepoolv1.FleetRolloutWa
 			r.Skipped++
 		case nodepoolv1.FleetPoolFailed:
 			r.Failed++
+		case nodepoolv1.FleetPoolTakenOver:
+			r.TakenOver++
 		}
 	}
 }
