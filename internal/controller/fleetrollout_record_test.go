@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/history"
 )
 
@@ -60,11 +61,11 @@ func TestAFleetPoolsOutsideWindowsReasonIsReadForItsRequest(t *testing.T) {
 		nodepoolv1.AnnotationOutsideWindowsAt:     "2026-12-01T10:10:01Z",
 		nodepoolv1.AnnotationOutsideWindowsReason: "CVE-2026-1234",
 	}}}
-	if got := observeFleetPool(pool, time.Now()).OutsideReason; got != "CVE-2026-1234" {
+	if got := fleet.Observe(pool, time.Now()).OutsideReason; got != "CVE-2026-1234" {
 		t.Fatalf("reason %q", got)
 	}
 	pool.Annotations[nodepoolv1.AnnotationOutsideWindowsAt] = "2026-11-01T00:00:00Z"
-	if got := observeFleetPool(pool, time.Now()).OutsideReason; got != "" {
+	if got := fleet.Observe(pool, time.Now()).OutsideReason; got != "" {
 		t.Fatalf("reason %q of an older request", got)
 	}
 }
