@@ -656,6 +656,12 @@ func TestAnOperatorsLaterApplyPendingTakesThePoolOver(t *testing.T) {
 	if s.in.Status.Waves[0].TakenOver != 1 || len(triggered(res)) != 0 {
 		t.Fatalf("waves %+v; triggered %v (the taken-over pool keeps its slot while it rolls)", s.in.Status.Waves, triggered(res))
 	}
+	if att := s.in.Status.Attention; len(att) != 1 || att[0].State != nodepoolv1.FleetPoolTakenOver || RefOf(att[0]) != ref(0) {
+		t.Fatalf("the taken-over pool needs a person's eye: attention %+v", att)
+	}
+	if m, err := Decode(ref(0).Namespace, ref(0).Name, s.kept[ref(0)]); err != nil || m.State != nodepoolv1.FleetPoolTakenOver || !strings.Contains(m.Message, "CVE-2026-1234") {
+		t.Fatalf("the pool keeps the take-over: %+v, %v", m, err)
+	}
 	// The operator's rollout runs and completes.
 	p.Held, p.Settled = nil, false
 	p.Record = &Record{Revision: 8, Outcome: "InProgress", Initiator: "platform", ForcedAt: &mine}
