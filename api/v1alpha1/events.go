@@ -66,6 +66,9 @@ const (
 	EventFleetPoolTriggered = "FleetPoolTriggered"
 	// EventFleetPoolSkipped: a pool was skipped (no drift, held, deleted).
 	EventFleetPoolSkipped = "FleetPoolSkipped"
+	// EventFleetPoolTakenOver: a person's later request replaced the
+	// fleet's trigger of a pool.
+	EventFleetPoolTakenOver = "FleetPoolTakenOver"
 	// EventFleetRolloutHalted (Warning): a stop condition halted the rollout.
 	EventFleetRolloutHalted = "FleetRolloutHalted"
 	// EventFleetRolloutResumed: spec.resumedAt cleared a halt.

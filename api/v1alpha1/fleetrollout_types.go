@@ -35,9 +35,9 @@ const (
 
 // FleetRolloutSpec says which pools roll, what they do, and in which
 // waves. The selection (selectors, waves, action) is fixed once the
-// rollout starts: the controller records every selected pool with its wave
-// in status.pools, and later label changes do not move pools between
-// waves.
+// rollout starts: the controller records on every selected pool its wave
+// (annotation FleetRolloutPoolAnnotation(name)), and later label changes
+// do not move pools between waves.
 // +kubebuilder:validation:XValidation:rule="has(self.poolSelector) == has(oldSelf.poolSelector) && (!has(self.poolSelector) || self.poolSelector == oldSelf.poolSelector)",message="spec.poolSelector is immutable: the selection is fixed when the rollout starts; create a new FleetRollout to roll other pools"
 // +kubebuilder:validation:XValidation:rule="has(self.namespaceSelector) == has(oldSelf.namespaceSelector) && (!has(self.namespaceSelector) || self.namespaceSelector == oldSelf.namespaceSelector)",message="spec.namespaceSelector is immutable: the selection is fixed when the rollout starts; create a new FleetRollout to roll other pools"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancelled) || !oldSelf.cancelled || (has(self.cancelled) && self.cancelled)",message="spec.cancelled cannot be undone: a cancelled fleet rollout stays cancelled; create a new FleetRollout"
@@ -157,25 +157,36 @@ const (
 	FleetPoolSkipped FleetPoolState = "Skipped"
 	// FleetPoolFailed: its rollout reports RolloutHealthy False.
 	FleetPoolFailed FleetPoolState = "Failed"
+	// FleetPoolTakenOver: a person's later request (a newer
+	// apply-pending) replaced the fleet's trigger; the pool counts as
+	// rolling until what the fleet asked holds, then it is Done.
+	FleetPoolTakenOver FleetPoolState = "TakenOver"
 )
 
-// FleetRolloutPool is one selected pool, with its wave.
+// FleetRolloutPool is one selected pool, with its wave: an entry of
+// status.attention, and the per-pool state the controller keeps on each
+// selected pool (its annotation FleetRolloutPoolAnnotation(name), without
+// namespace and name) so that the FleetRollout's status stays bounded
+// whatever the number of pools.
 type FleetRolloutPool struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
 	// wave is the 1-based wave the pool belongs to.
 	Wave  int32          `json:"wave"`
 	State FleetPoolState `json:"state"`
 	// triggeredAt is the apply-pending time written on the pool (every
-	// machine created before it is replaced), recorded before the pool is
-	// annotated, so a restarted controller writes the same time again
-	// rather than a second rollout.
+	// machine created before it is replaced), written in the same patch
+	// as the pool's apply-pending annotation, so a restarted controller
+	// writes the same time again rather than a second rollout.
 	// +optional
 	TriggeredAt *metav1.Time `json:"triggeredAt,omitempty"`
 	// revision is the pool's history revision recording the rollout.
 	// +optional
 	Revision int64 `json:"revision,omitempty"`
-	// message says why the pool waits, was skipped or failed.
+	// message says why the pool waits, was skipped, failed or was taken
+	// over.
 	// +optional
 	Message string `json:"message,omitempty"`
 }
@@ -192,6 +203,10 @@ type FleetRolloutWave struct {
 	Done    int32 `json:"done"`
 	Skipped int32 `json:"skipped"`
 	Failed  int32 `json:"failed"`
+	// takenOver counts the pools a person's later request took over
+	// whose rollout has not completed.
+	// +optional
+	TakenOver int32 `json:"takenOver,omitempty"`
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 	// completedAt is when every pool of the wave was done or skipped; the
@@ -225,10 +240,19 @@ type FleetRolloutStatus struct {
 	// +optional
 	// +listType=atomic
 	Waves []FleetRolloutWave `json:"waves,omitempty"`
-	// pools are the selected pools, fixed at the start, in wave order.
+	// attention lists the pools that need a person, at most
+	// FleetAttentionMax: failed first, then taken over, then held (paused,
+	// outside their window, in an exclusion). Every pool's state is kept
+	// on the pool (annotation FleetRolloutPoolAnnotation(name)); kubectl
+	// nodepool fleet rollout status shows every pool.
 	// +optional
 	// +listType=atomic
-	Pools []FleetRolloutPool `json:"pools,omitempty"`
+	// +kubebuilder:validation:MaxItems=50
+	Attention []FleetRolloutPool `json:"attention,omitempty"`
+	// attentionOmitted counts the pools that need a person beyond those
+	// attention lists.
+	// +optional
+	AttentionOmitted int32 `json:"attentionOmitted,omitempty"`
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -241,6 +265,7 @@ type FleetRolloutStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=fr,categories=cluster-api
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name of a FleetRollout must be at most 63 characters: it names the annotation fleetrollout.nodepool.dev/<name> on each selected pool"
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Wave",type=integer,JSONPath=`.status.currentWave`
@@ -274,6 +299,20 @@ func init() {
 // FleetRolloutInitiator(name). The fleet rollout removes it when the
 // pool's part is over.
 const AnnotationFleetRollout = "nodepool.dev/fleet-rollout"
+
+// FleetRolloutPoolAnnotationPrefix starts the annotation a fleet rollout
+// keeps its per-pool state in, on each pool it selected:
+// fleetrollout.nodepool.dev/<name>, a FleetRolloutPool in JSON (wave,
+// state, triggeredAt, revision, message). The FleetRollout's own status
+// holds only counts and the pools that need a person, so it stays bounded.
+const FleetRolloutPoolAnnotationPrefix = "fleetrollout.nodepool.dev/"
+
+// FleetRolloutPoolAnnotation is the per-pool state annotation of the
+// fleet rollout name.
+func FleetRolloutPoolAnnotation(name string) string { return FleetRolloutPoolAnnotationPrefix + name }
+
+// FleetAttentionMax is how many pools status.attention lists at most.
+const FleetAttentionMax = 50
 
 // FleetRolloutInitiatorPrefix starts the history initiator of a rollout a
 // fleet rollout started: "fleetrollout/<name>".

@@ -63,6 +63,7 @@ func TestInvalidFleetRolloutsAreRefusedWithActionableMessages(t *testing.T) {
 		{"unknown held-pool policy", func(f *v1.FleetRollout) { f.Spec.HeldPools = "Force" }, `supported values: "Wait", "Skip"`},
 		{"zero maxConcurrent", func(f *v1.FleetRollout) { f.Spec.MaxConcurrent = ptr.To[int32](0) }, "spec.maxConcurrent"},
 		{"negative soak", func(f *v1.FleetRollout) { f.Spec.Soak = &metav1.Duration{Duration: -time.Minute} }, "spec.soak must be a duration between 0s and 720h"},
+		{"a name too long for the pools' annotation", func(f *v1.FleetRollout) { f.Name = strings.Repeat("n", 64) }, "metadata.name of a FleetRollout must be at most 63 characters"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -216,8 +216,8 @@ func (in *FleetRolloutStatus) DeepCopyInto(out *FleetRolloutStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
-	if in.Pools != nil {
-		in, out := &in.Pools, &out.Pools
+	if in.Attention != nil {
+		in, out := &in.Attention, &out.Attention
 		*out = make([]FleetRolloutPool, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])

@@ -150,7 +150,7 @@ func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, erro
 		return nil, fmt.Errorf("listing NodePools %s: %w", where, err)
 	}
 	rows := fleetRows(o.now(), list.Items, pendingOnly)
-	member := fleetMembership(ctx, c)
+	member := fleetMembership(ctx, c, list.Items)
 	for i := range rows {
 		if m := member[rows[i].Namespace+"/"+rows[i].Pool]; m != "" {
 			rows[i].FleetRollout = m

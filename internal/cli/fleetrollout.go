@@ -39,8 +39,8 @@ the default) or replace every machine (--action restart) across the pools that
 waves: cumulative counts or percentages of the selected pools (--waves
 1,10%,100% rolls one pool, then up to a tenth, then the rest). A wave starts
 once the previous one completed and --soak passed; at most --max-concurrent
-pools roll at once. The selection is fixed at the start: the FleetRollout's
-status lists every pool with its wave.
+pools roll at once. The selection is fixed at the start: each selected pool
+keeps its wave and state in its annotation fleetrollout.nodepool.dev/NAME.
 
 The rollout halts when a pool it triggered reports RolloutHealthy False (its
 health gate stopped or rolled back the rollout), unless --continue-on-failure,

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
 )
 
 // FleetRolloutReport is where a fleet rollout stands (`fleet rollout
@@ -21,24 +23,35 @@ type FleetRolloutReport struct {
 	Message     string                        `json:"message,omitempty"`
 	CurrentWave int32                         `json:"currentWave"`
 	Waves       []nodepoolv1.FleetRolloutWave `json:"waves"`
-	// Failed and Waiting are the pools failed and waiting, with why.
-	Failed  []nodepoolv1.FleetRolloutPool `json:"failed,omitempty"`
-	Waiting []nodepoolv1.FleetRolloutPool `json:"waiting,omitempty"`
+	// Failed, TakenOver and Waiting are the pools failed, taken over by a
+	// person's later request, and waiting, with why.
+	Failed    []nodepoolv1.FleetRolloutPool `json:"failed,omitempty"`
+	TakenOver []nodepoolv1.FleetRolloutPool `json:"takenOver,omitempty"`
+	Waiting   []nodepoolv1.FleetRolloutPool `json:"waiting,omitempty"`
+	// Pools is every selected pool with its state now, computed from what
+	// each pool keeps and reports (the FleetRollout's status holds counts
+	// only, and the pools that need a person up to a cap).
+	Pools []nodepoolv1.FleetRolloutPool `json:"pools"`
 }
 
-func reportOf(fr *nodepoolv1.FleetRollout) FleetRolloutReport {
+func reportOf(fr *nodepoolv1.FleetRollout, pools []nodepoolv1.FleetRolloutPool) FleetRolloutReport {
 	r := FleetRolloutReport{Name: fr.Name, Action: string(fr.Spec.Action), Phase: string(fr.Status.Phase), Message: fr.Status.Message,
-		CurrentWave: fr.Status.CurrentWave, Waves: fr.Status.Waves}
+		CurrentWave: fr.Status.CurrentWave, Waves: fr.Status.Waves, Pools: pools}
 	if r.Phase == "" {
 		r.Phase, r.Message = "Pending", "waiting for the controller to select the pools"
 	}
 	if r.Waves == nil {
 		r.Waves = []nodepoolv1.FleetRolloutWave{}
 	}
-	for _, p := range fr.Status.Pools {
+	if r.Pools == nil {
+		r.Pools = []nodepoolv1.FleetRolloutPool{}
+	}
+	for _, p := range pools {
 		switch p.State {
 		case nodepoolv1.FleetPoolFailed:
 			r.Failed = append(r.Failed, p)
+		case nodepoolv1.FleetPoolTakenOver:
+			r.TakenOver = append(r.TakenOver, p)
 		case nodepoolv1.FleetPoolWaiting:
 			if p.Message != "" {
 				r.Waiting = append(r.Waiting, p)
@@ -48,13 +61,29 @@ func reportOf(fr *nodepoolv1.FleetRollout) FleetRolloutReport {
 	return r
 }
 
+// fleetRolloutPools is every member of the fleet rollout with its state
+// now: the pools' kept state (their annotation
+// FleetRolloutPoolAnnotation(name)) and what they report, through the
+// fleet decision's own view (internal/fleet View).
+func (o *Options) fleetRolloutPools(ctx context.Context, c client.Client, fr *nodepoolv1.FleetRollout) ([]nodepoolv1.FleetRolloutPool, error) {
+	list := &nodepoolv1.NodePoolList{}
+	if err := c.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing NodePools (every namespace) for fleet rollout %s's pools: %w", fr.Name, err)
+	}
+	pools, errs := fleet.PoolsOf(fr, list.Items, o.now())
+	for _, err := range errs {
+		fmt.Fprintf(o.ErrOut, "Warning: %v\n", err)
+	}
+	return pools, nil
+}
+
 // line is the one-line progress `fleet rollout status` prints on change.
 func (r FleetRolloutReport) line() string {
 	var done, total, rolling, waiting, skipped, failed int32
 	for _, w := range r.Waves {
 		total += w.Pools
 		done += w.Done
-		rolling += w.Rolling
+		rolling += w.Rolling + w.TakenOver
 		waiting += w.Waiting
 		skipped += w.Skipped
 		failed += w.Failed
@@ -95,8 +124,9 @@ func newFleetRolloutStatusCommand(o *Options) *cobra.Command {
 		Short: "Follow a fleet rollout until it completes",
 		Long: `Follow a FleetRollout, printing a line each time its progress changes: the
 phase, the current wave, and the pools done, rolling, waiting, skipped and
-failed. At the end (or at once with --watch=false) it prints the waves and the
-pools that failed or wait, with why.
+failed. At the end (or at once with --watch=false) it prints the waves and
+every pool (failed, taken over and waiting ones first) with its state and why,
+computed from what each pool keeps and reports.
 
 Exit status: 0 when the rollout is complete (or at once with --watch=false);
 1 when it halted (a pool's rollout failed; the message names it) or was
@@ -118,11 +148,11 @@ fleet rollout resume); 3 after --timeout.`,
 func (o *Options) fleetRolloutStatus(ctx context.Context, name string, watch bool, timeout, interval time.Duration) error {
 	start, last := o.now(), ""
 	for {
-		_, fr, err := o.getFleetRollout(ctx, name)
+		c, fr, err := o.getFleetRollout(ctx, name)
 		if err != nil {
 			return err
 		}
-		r := reportOf(fr)
+		r := reportOf(fr, nil)
 		if o.Output == "table" {
 			if l := r.line(); l != last {
 				fmt.Fprintln(o.out(), l)
@@ -130,6 +160,11 @@ func (o *Options) fleetRolloutStatus(ctx context.Context, name string, watch boo
 			}
 		}
 		finish := func(err error) error {
+			pools, perr := o.fleetRolloutPools(ctx, c, fr)
+			if perr != nil {
+				return perr
+			}
+			r = reportOf(fr, pools)
 			if o.Output != "table" {
 				if perr := o.printStructured(r); perr != nil {
 					return perr
@@ -139,8 +174,9 @@ func (o *Options) fleetRolloutStatus(ctx context.Context, name string, watch boo
 			if perr := r.table().print(o.out()); perr != nil {
 				return perr
 			}
-			for _, p := range append(append([]nodepoolv1.FleetRolloutPool(nil), r.Failed...), r.Waiting...) {
-				fmt.Fprintf(o.out(), "%s %s/%s (wave %d): %s\n", p.State, p.Namespace, p.Name, p.Wave, p.Message)
+			fmt.Fprintln(o.out())
+			if perr := poolsTable(r.Pools).print(o.out()); perr != nil {
+				return perr
 			}
 			return err
 		}
@@ -169,39 +205,82 @@ func (o *Options) fleetRolloutStatus(ctx context.Context, name string, watch boo
 	}
 }
 
-// fleetMembership names, for each pool, the fleet rollout it belongs to:
-// from the FleetRollouts' status (one in progress first, else the newest),
-// "" for a pool in none. A user who may not list FleetRollouts gets none
-// (the pools' fleet-rollout annotation still shows the one driving them).
-func fleetMembership(ctx context.Context, c client.Client) map[string]string {
-	list := &nodepoolv1.FleetRolloutList{}
-	if err := c.List(ctx, list); err != nil {
-		return nil
+// poolsTable lists every pool of a fleet rollout: failed, taken over and
+// waiting ones first (they may need a person), then in wave order.
+func poolsTable(pools []nodepoolv1.FleetRolloutPool) *table {
+	rank := func(s nodepoolv1.FleetPoolState) int {
+		switch s {
+		case nodepoolv1.FleetPoolFailed:
+			return 0
+		case nodepoolv1.FleetPoolTakenOver:
+			return 1
+		case nodepoolv1.FleetPoolWaiting:
+			return 2
+		}
+		return 3
 	}
+	sorted := append([]nodepoolv1.FleetRolloutPool(nil), pools...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if a, b := rank(sorted[i].State), rank(sorted[j].State); a != b {
+			return a < b
+		}
+		return sorted[i].Wave < sorted[j].Wave
+	})
+	t := &table{header: []string{"NAMESPACE", "POOL", "WAVE", "STATE", "TRIGGERED", "REVISION", "MESSAGE"}}
+	for _, p := range sorted {
+		triggered, rev := "-", "-"
+		if p.TriggeredAt != nil {
+			triggered = p.TriggeredAt.UTC().Format(time.RFC3339)
+		}
+		if p.Revision > 0 {
+			rev = fmt.Sprint(p.Revision)
+		}
+		t.add(p.Namespace, p.Name, fmt.Sprint(p.Wave), string(p.State), triggered, rev, p.Message)
+	}
+	return t
+}
+
+// fleetMembership names, for each pool, the fleet rollout it belongs to:
+// from the pools' kept state (their annotations
+// fleetrollout.nodepool.dev/<name>; one in progress first, else the
+// newest), "" for a pool in none. A user who may not list FleetRollouts
+// still sees the membership, without telling which is in progress.
+func fleetMembership(ctx context.Context, c client.Client, pools []nodepoolv1.NodePool) map[string]string {
 	type pick struct {
 		desc    string
 		running bool
 		started time.Time
 	}
-	best := map[string]pick{}
-	for _, fr := range list.Items {
-		running := fr.Status.Phase != nodepoolv1.FleetPhaseComplete && fr.Status.Phase != nodepoolv1.FleetPhaseCancelled
-		var started time.Time
-		if fr.Status.StartedAt != nil {
-			started = fr.Status.StartedAt.Time
-		}
-		for _, p := range fr.Status.Pools {
-			key := p.Namespace + "/" + p.Name
-			cur, ok := best[key]
-			if ok && (cur.running && !running || cur.running == running && !started.After(cur.started)) {
-				continue
-			}
-			best[key] = pick{desc: fmt.Sprintf("%s(wave %d, %s)", fr.Name, p.Wave, strings.ToLower(string(p.State))), running: running, started: started}
+	rollouts := map[string]nodepoolv1.FleetRollout{}
+	list := &nodepoolv1.FleetRolloutList{}
+	if err := c.List(ctx, list); err == nil {
+		for _, fr := range list.Items {
+			rollouts[fr.Name] = fr
 		}
 	}
 	out := map[string]string{}
-	for k, v := range best {
-		out[k] = v.desc
+	for i := range pools {
+		pool := &pools[i]
+		var best *pick
+		for _, name := range fleet.RolloutsOf(pool) {
+			m, ok, _ := fleet.MemberOf(pool, name)
+			if !ok {
+				continue
+			}
+			fr, known := rollouts[name]
+			running := known && fr.Status.Phase != nodepoolv1.FleetPhaseComplete && fr.Status.Phase != nodepoolv1.FleetPhaseCancelled
+			var started time.Time
+			if known && fr.Status.StartedAt != nil {
+				started = fr.Status.StartedAt.Time
+			}
+			if best != nil && (best.running && !running || best.running == running && !started.After(best.started)) {
+				continue
+			}
+			best = &pick{desc: fmt.Sprintf("%s(wave %d, %s)", name, m.Wave, strings.ToLower(string(m.State))), running: running, started: started}
+		}
+		if best != nil {
+			out[pool.Namespace+"/"+pool.Name] = best.desc
+		}
 	}
 	return out
 }

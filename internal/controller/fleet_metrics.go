@@ -21,7 +21,7 @@ var (
 		"Pools whose running nodes differ from the latest platform payload in a component, by component, across the fleet.",
 		[]string{"component"}, nil)
 	fleetRolloutPoolsDesc = prometheus.NewDesc("nodepool_fleetrollout_pools",
-		"Pools of a fleet rollout by wave and state (Pending, Waiting, Rolling, Done, Skipped, Failed).",
+		"Pools of a fleet rollout by wave and state (Pending, Waiting, Rolling, Done, Skipped, Failed, TakenOver).",
 		[]string{"fleetrollout", "wave", "state"}, nil)
 	fleetRolloutAgeDesc = prometheus.NewDesc("nodepool_fleetrollout_started_seconds",
 		"Seconds since a fleet rollout started (until it completed or was cancelled, for one that ended).",
@@ -77,6 +77,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			for state, n := range map[nodepoolv1.FleetPoolState]int32{
 				nodepoolv1.FleetPoolPending: w.Pending, nodepoolv1.FleetPoolWaiting: w.Waiting, nodepoolv1.FleetPoolRolling: w.Rolling,
 				nodepoolv1.FleetPoolDone: w.Done, nodepoolv1.FleetPoolSkipped: w.Skipped, nodepoolv1.FleetPoolFailed: w.Failed,
+				nodepoolv1.FleetPoolTakenOver: w.TakenOver,
 			} {
 				ch <- prometheus.MustNewConstMetric(fleetRolloutPoolsDesc, prometheus.GaugeValue, float64(n), fr.Name, wave, string(state))
 			}

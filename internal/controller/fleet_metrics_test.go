@@ -53,7 +53,7 @@ nodepool_fleetrollout_started_seconds{fleetrollout="proxy-fix",phase="Progressin
 		t.Error(err)
 	}
 	wantWaves := `
-# HELP nodepool_fleetrollout_pools Pools of a fleet rollout by wave and state (Pending, Waiting, Rolling, Done, Skipped, Failed).
+# HELP nodepool_fleetrollout_pools Pools of a fleet rollout by wave and state (Pending, Waiting, Rolling, Done, Skipped, Failed, TakenOver).
 # TYPE nodepool_fleetrollout_pools gauge
 `
 	for _, l := range []string{
@@ -63,6 +63,7 @@ nodepool_fleetrollout_started_seconds{fleetrollout="proxy-fix",phase="Progressin
 		`{fleetrollout="proxy-fix",state="Done",wave="2"} 0`, `{fleetrollout="proxy-fix",state="Failed",wave="2"} 0`,
 		`{fleetrollout="proxy-fix",state="Pending",wave="2"} 0`, `{fleetrollout="proxy-fix",state="Rolling",wave="2"} 2`,
 		`{fleetrollout="proxy-fix",state="Skipped",wave="2"} 0`, `{fleetrollout="proxy-fix",state="Waiting",wave="2"} 1`,
+		`{fleetrollout="proxy-fix",state="TakenOver",wave="1"} 0`, `{fleetrollout="proxy-fix",state="TakenOver",wave="2"} 0`,
 	} {
 		wantWaves += "nodepool_fleetrollout_pools" + l + "\n"
 	}

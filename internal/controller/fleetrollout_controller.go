@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,9 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +26,6 @@ import (
 	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/rollout"
-	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // FleetRolloutReconciler runs FleetRollouts: it selects the pools once,
@@ -43,6 +44,10 @@ type FleetRolloutReconciler struct {
 	// Resync is how often a rollout in progress is looked at without an
 	// event (a safety net; pool and history events wake it).
 	Resync time.Duration
+
+	// expect holds the per-pool states written and not yet seen in the
+	// cache (see expectations.go).
+	expect expectations
 }
 
 // The fleet rollout controller's RBAC: it reads FleetRollouts and patches
@@ -72,21 +77,27 @@ func (r *FleetRolloutReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		Named("fleetrollout").
 		For(&nodepoolv1.FleetRollout{}).
 		Watches(&nodepoolv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return r.rolloutsOf(ctx, o.GetNamespace(), o.GetName())
+			return r.rolloutsOf(ctx, o.GetAnnotations())
 		})).
 		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if pool := o.GetLabels()[nodepoolv1.LabelPool]; pool != "" {
-				return r.rolloutsOf(ctx, o.GetNamespace(), pool)
+			name := o.GetLabels()[nodepoolv1.LabelPool]
+			if name == "" {
+				return nil
 			}
-			return nil
+			pool := &nodepoolv1.NodePool{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, pool); err != nil {
+				return nil
+			}
+			return r.rolloutsOf(ctx, pool.Annotations)
 		})).
 		WithOptions(opts).
 		Complete(r)
 }
 
-// rolloutsOf maps a pool to the fleet rollouts in progress that hold it
-// (or have not selected their pools yet).
-func (r *FleetRolloutReconciler) rolloutsOf(ctx context.Context, namespace, name string) []reconcile.Request {
+// rolloutsOf maps a pool to the fleet rollouts in progress it is a member
+// of (its per-pool state annotations), and those that have not selected
+// their pools yet.
+func (r *FleetRolloutReconciler) rolloutsOf(ctx context.Context, annotations map[string]string) []reconcile.Request {
 	list := &nodepoolv1.FleetRolloutList{}
 	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
@@ -97,7 +108,7 @@ func (r *FleetRolloutReconciler) rolloutsOf(ctx context.Context, namespace, name
 		if terminal(fr) {
 			continue
 		}
-		if fr.Status.StartedAt == nil || holds(fr, namespace, name) {
+		if _, member := annotations[nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)]; fr.Status.StartedAt == nil || member {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(fr)})
 		}
 	}
@@ -108,67 +119,67 @@ func terminal(fr *nodepoolv1.FleetRollout) bool {
 	return fr.Status.Phase == nodepoolv1.FleetPhaseComplete || fr.Status.Phase == nodepoolv1.FleetPhaseCancelled
 }
 
-func holds(fr *nodepoolv1.FleetRollout, namespace, name string) bool {
-	for _, p := range fr.Status.Pools {
-		if p.Namespace == namespace && p.Name == name {
-			return true
-		}
-	}
-	return false
-}
+// expectationRetry is how soon a rollout is looked at again while the
+// cache has not caught up with the controller's own writes.
+const expectationRetry = 250 * time.Millisecond
 
 // Reconcile runs one step of a fleet rollout: select (once), observe,
-// decide, write the status, then annotate and release pools. The status
-// is written first, with optimistic locking: a trigger is recorded (with
-// its time) before the pool is annotated, so a controller that restarts in
-// between writes the same time again, never a second rollout.
+// decide, write the status, then the pools. Each pool keeps its own state
+// in the rollout (its annotation FleetRolloutPoolAnnotation(name)): a
+// trigger writes that state, the apply-pending time and the fleet-rollout
+// annotation in one patch, so a controller that restarts finds either a
+// pool triggered with its time or one not triggered at all, never a
+// second time. The status, bounded, holds counts and the pools that need
+// a person; it is written first, with optimistic locking, and nothing is
+// written to the pools after a refused status write.
 func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	fr := &nodepoolv1.FleetRollout{}
 	if err := r.Client.Get(ctx, req.NamespacedName, fr); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if client.IgnoreNotFound(err) == nil {
+			return ctrl.Result{}, r.forget(ctx, req.Name)
+		}
+		return ctrl.Result{}, err
 	}
 	now := r.now()
+	list := &nodepoolv1.NodePoolList{}
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing NodePools: %w", err)
+	}
+	byRef := make(map[fleet.Ref]*nodepoolv1.NodePool, len(list.Items))
+	for i := range list.Items {
+		byRef[fleet.Ref{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}] = &list.Items[i]
+	}
+	key := nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)
+	if r.expect.waiting(fr.Name, now, func(ref fleet.Ref) (string, bool) {
+		p, ok := byRef[ref]
+		if !ok {
+			return "", false
+		}
+		v, ok := p.Annotations[key]
+		return v, ok
+	}) {
+		return ctrl.Result{RequeueAfter: expectationRetry}, nil // the cache has not seen our writes yet
+	}
 	before := fr.DeepCopy()
 	if fr.Status.StartedAt == nil {
-		refs, err := r.selectPools(ctx, fr)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		fr.Status = fleet.Start(refs, fr.Spec.Waves, metav1.NewTime(now))
-		r.Recorder.Eventf(fr, nil, corev1.EventTypeNormal, nodepoolv1.EventFleetRolloutStarted, "Select", "%s", fr.Status.Message)
+		return r.start(ctx, fr, before, byRef, now)
 	}
-	pools, err := r.observe(ctx, fr, now)
+	members, pools, err := r.observe(ctx, fr, byRef, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res := fleet.Decide(fleet.Input{Name: fr.Name, Spec: fr.Spec, Status: fr.Status, Generation: fr.Generation, Pools: pools, Now: now})
+	res := fleet.Decide(fleet.Input{Name: fr.Name, Spec: fr.Spec, Status: fr.Status, Generation: fr.Generation, Members: members, Pools: pools, Now: now})
 	fr.Status = res.Status
 	if !equality.Semantic.DeepEqual(before.Status, fr.Status) {
 		if err := r.Client.Status().Patch(ctx, fr, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, err // nothing annotated: the next reconcile decides again
+			return ctrl.Result{}, err // nothing written to the pools: the next reconcile decides again
 		}
 	}
-	// The pools are independent: patch them a few at a time.
-	errs := make([]error, len(res.Triggers)+len(res.Releases))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, poolPatchConcurrency)
-	for i := range errs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if i < len(res.Triggers) {
-				errs[i] = r.trigger(ctx, fr, res.Triggers[i])
-			} else {
-				errs[i] = r.release(ctx, fr, res.Releases[i-len(res.Triggers)])
-			}
-		}()
-	}
-	wg.Wait()
+	err = r.writePools(ctx, fr, byRef, res, now)
 	for _, e := range res.Events {
 		r.Recorder.Eventf(fr, nil, e.Type, e.Reason, "Rollout", "%s", e.Message)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if terminal(fr) {
@@ -179,6 +190,45 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		after = res.RequeueAfter
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// start selects the pools: each selected pool gets its wave (a Pending
+// state in its annotation), then the status records the start and the
+// waves' sizes. A start that stopped half-way (an error, a restart) is
+// done again over the same pools: those carrying the annotation already
+// are kept in the selection.
+func (r *FleetRolloutReconciler) start(ctx context.Context, fr, before *nodepoolv1.FleetRollout, byRef map[fleet.Ref]*nodepoolv1.NodePool, now time.Time) (ctrl.Result, error) {
+	refs, err := r.selectPools(ctx, fr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	key := nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)
+	seen := map[fleet.Ref]bool{}
+	for _, ref := range refs {
+		seen[ref] = true
+	}
+	for ref, p := range byRef {
+		if _, ok := p.Annotations[key]; ok && !seen[ref] {
+			refs = append(refs, ref)
+		}
+	}
+	st, members := fleet.Start(refs, fr.Spec.Waves, metav1.NewTime(now))
+	var store []fleet.Store
+	for _, m := range members {
+		v := fleet.Encode(m)
+		if p, ok := byRef[fleet.RefOf(m)]; !ok || p.Annotations[key] != v {
+			store = append(store, fleet.Store{Ref: fleet.RefOf(m), Value: v})
+		}
+	}
+	if err := r.writePools(ctx, fr, byRef, fleet.Result{Store: store}, now); err != nil {
+		return ctrl.Result{}, err // the status is not written: the next reconcile selects again
+	}
+	fr.Status = st
+	if err := r.Client.Status().Patch(ctx, fr, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.Recorder.Eventf(fr, nil, corev1.EventTypeNormal, nodepoolv1.EventFleetRolloutStarted, "Select", "%s", st.Message)
+	return ctrl.Result{RequeueAfter: expectationRetry}, nil
 }
 
 // selectPools lists the pools the selectors match, in the namespaces the
@@ -227,46 +277,42 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(s)
 }
 
-// observe reads the selected pools from the cache (one list, no copies),
-// and for a pool triggered whose part is not over (or that still carries
-// this rollout's annotation) its history record of the trigger.
-func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.FleetRollout, now time.Time) (map[fleet.Ref]fleet.Pool, error) {
-	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing NodePools: %w", err)
-	}
-	byRef := make(map[fleet.Ref]*nodepoolv1.NodePool, len(list.Items))
-	for i := range list.Items {
-		byRef[fleet.Ref{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}] = &list.Items[i]
-	}
+// observe reads the members from the pools in the cache (their per-pool
+// state annotations), and for a member triggered whose part is not over
+// (or that still carries this rollout's fleet-rollout annotation) its
+// history record of the trigger. A state that cannot be read is reported
+// (a Warning event) and the pool left out: it counts as skipped.
+func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.FleetRollout, byRef map[fleet.Ref]*nodepoolv1.NodePool, now time.Time) ([]nodepoolv1.FleetRolloutPool, map[fleet.Ref]fleet.Pool, error) {
 	var revisions map[fleet.Ref][]*appsv1.ControllerRevision
-	out := make(map[fleet.Ref]fleet.Pool, len(fr.Status.Pools))
-	initiator := nodepoolv1.FleetRolloutInitiator(fr.Name)
+	var members []nodepoolv1.FleetRolloutPool
+	out := map[fleet.Ref]fleet.Pool{}
 	live := map[string]bool{}
-	for _, sp := range fr.Status.Pools {
-		ref := fleet.RefOf(sp)
-		pool, ok := byRef[ref]
-		if !ok {
-			out[ref] = fleet.Pool{}
+	for ref, pool := range byRef {
+		sp, ok, err := fleet.MemberOf(pool, fr.Name)
+		if err != nil {
+			r.Recorder.Eventf(fr, pool, corev1.EventTypeWarning, nodepoolv1.EventFleetPoolSkipped, "Observe", "%v: the pool is left out", err)
 			continue
 		}
-		obs := observeFleetPool(pool, now)
+		if !ok {
+			continue
+		}
+		members = append(members, sp)
+		obs := fleet.Observe(pool, now)
 		if obs.Fleet != "" && obs.Fleet != fr.Name && !r.drives(ctx, obs.Fleet, live) {
 			obs.Fleet = "" // left by a fleet rollout deleted or ended: not driving the pool
 		}
 		over := sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped
 		if sp.TriggeredAt != nil && (!over || obs.Fleet == fr.Name) {
 			if revisions == nil {
-				var err error
 				if revisions, err = r.revisions(ctx); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
-			obs.Record = record(pool, revisions[ref], initiator, sp.TriggeredAt.Time)
+			obs.Record = record(pool, revisions[ref], sp.TriggeredAt.Time)
 		}
 		out[ref] = obs
 	}
-	return out, nil
+	return members, out, nil
 }
 
 // revisions lists the pools' history records (every namespace, one list
@@ -297,95 +343,142 @@ func (r *FleetRolloutReconciler) drives(ctx context.Context, name string, live m
 	return live[name]
 }
 
-// observeFleetPool is what a fleet rollout reads of a pool: its status,
-// conditions and annotations.
-func observeFleetPool(pool *nodepoolv1.NodePool, now time.Time) fleet.Pool {
-	st := pool.Status
-	falseCond := func(t string) *fleet.Condition {
-		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
-			return &fleet.Condition{Reason: c.Reason, Message: c.Message}
-		}
-		return nil
-	}
-	desired := st.DesiredReplicas
-	return fleet.Pool{
-		Exists:    pool.DeletionTimestamp.IsZero(),
-		HasDrift:  len(st.PendingManagementChanges) > 0,
-		Paused:    poolmath.PauseAt(pool, now).Paused,
-		Updating:  st.Updating != "",
-		Held:      falseCond(nodepoolv1.ConditionMaintenanceWindow),
-		Unhealthy: falseCond(nodepoolv1.ConditionRolloutHealthy),
-		Ready:     meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady),
-		Settled: st.ObservedGeneration == pool.Generation && st.Updating == "" &&
-			st.Replicas == desired && st.UpdatedReplicas == desired && st.ReadyReplicas == desired,
-		Replicas: st.Replicas,
-		Fleet:    pool.Annotations[nodepoolv1.AnnotationFleetRollout],
-		At:       pool.Annotations[rollout.AnnotationApplyPending],
-	}
-}
-
-// record finds the pool's history record of the trigger: the initiator
-// names the fleet rollout and the forced time is the trigger's.
-func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, initiator string, at time.Time) *fleet.Record {
+// record finds the pool's newest history record of a forced rollout at
+// or after the trigger, whoever requested it (the trigger itself, a drift
+// deadline, a newer rolloutAfter, a hand apply-pending): once it
+// completes, no machine older than the trigger is left.
+func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, at time.Time) *fleet.Record {
 	var found *fleet.Record
 	for _, cr := range crs {
 		if !history.IsRecord(pool, cr) {
 			continue
 		}
 		e, err := history.Decode(cr)
-		if err != nil || e.Initiator != initiator || e.ForcedAt == nil || !e.ForcedAt.Equal(at) {
+		if err != nil || e.ForcedAt == nil || e.ForcedAt.Before(at) {
 			continue
 		}
 		if found == nil || e.Revision > found.Revision {
-			found = &fleet.Record{Revision: e.Revision, Outcome: e.Outcome}
+			forced := e.ForcedAt.UTC()
+			found = &fleet.Record{Revision: e.Revision, Outcome: e.Outcome, Initiator: e.Initiator, ForcedAt: &forced}
 		}
 	}
 	return found
 }
 
-// trigger annotates a pool to roll: the apply-pending time and the fleet
-// rollout's name (a metadata patch; the pool's spec is its owner's).
-func (r *FleetRolloutReconciler) trigger(ctx context.Context, fr *nodepoolv1.FleetRollout, t fleet.Trigger) error {
-	pool := &nodepoolv1.NodePool{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, pool); err != nil {
-		return client.IgnoreNotFound(err)
+// poolWrite is what one patch of a pool's annotations carries: its kept
+// state, a trigger, a release.
+type poolWrite struct {
+	store   *string
+	trigger *fleet.Trigger
+	release *fleet.Release
+}
+
+// writePools patches the pools the decision names, a few at a time, one
+// patch per pool with its kept state, trigger and release together.
+func (r *FleetRolloutReconciler) writePools(ctx context.Context, fr *nodepoolv1.FleetRollout, byRef map[fleet.Ref]*nodepoolv1.NodePool, res fleet.Result, now time.Time) error {
+	writes := map[fleet.Ref]*poolWrite{}
+	var order []fleet.Ref
+	get := func(ref fleet.Ref) *poolWrite {
+		if w, ok := writes[ref]; ok {
+			return w
+		}
+		w := &poolWrite{}
+		writes[ref], order = w, append(order, ref)
+		return w
 	}
-	before := pool.DeepCopy()
-	if pool.Annotations == nil {
-		pool.Annotations = map[string]string{}
+	for i := range res.Store {
+		get(res.Store[i].Ref).store = &res.Store[i].Value
 	}
-	pool.Annotations[rollout.AnnotationApplyPending] = t.At.UTC().Format(time.RFC3339)
-	pool.Annotations[nodepoolv1.AnnotationFleetRollout] = fr.Name
-	if err := r.Client.Patch(ctx, pool, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("annotating %s to roll: %w", t.Ref, err)
+	for i := range res.Triggers {
+		get(res.Triggers[i].Ref).trigger = &res.Triggers[i]
 	}
-	if t.Retry {
+	for i := range res.Releases {
+		get(res.Releases[i].Ref).release = &res.Releases[i]
+	}
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, poolPatchConcurrency)
+	for i, ref := range order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = r.writePool(ctx, fr, ref, byRef[ref], writes[ref], now)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writePool patches one pool's annotations (a merge patch of metadata
+// only; the pool's spec is its owner's): its kept state in the rollout,
+// the apply-pending time and the fleet rollout's name to trigger it, or
+// their removal to release it. cached is the pool as the decision saw it
+// (nil when the cache has not seen it yet).
+func (r *FleetRolloutReconciler) writePool(ctx context.Context, fr *nodepoolv1.FleetRollout, ref fleet.Ref, cached *nodepoolv1.NodePool, w *poolWrite, now time.Time) error {
+	ann := map[string]any{}
+	if w.store != nil {
+		ann[nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)] = *w.store
+	}
+	if t := w.trigger; t != nil {
+		ann[rollout.AnnotationApplyPending] = t.At.UTC().Format(time.RFC3339)
+		ann[nodepoolv1.AnnotationFleetRollout] = fr.Name
+	}
+	if rl := w.release; rl != nil && w.trigger == nil {
+		if cached == nil || cached.Annotations[nodepoolv1.AnnotationFleetRollout] == fr.Name {
+			ann[nodepoolv1.AnnotationFleetRollout] = nil
+		}
+		if rl.At != nil && cached != nil && cached.Annotations[rollout.AnnotationApplyPending] == rl.At.UTC().Format(time.RFC3339) {
+			ann[rollout.AnnotationApplyPending] = nil
+		}
+	}
+	if len(ann) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("fleet rollout %s (%s) triggered the pool: every machine created before %s is replaced",
-		fr.Name, fr.Spec.Action, t.At.UTC().Format(time.RFC3339))
-	r.Recorder.Eventf(pool, fr, corev1.EventTypeNormal, nodepoolv1.EventFleetPoolTriggered, "Trigger", "%s", msg)
-	r.Recorder.Eventf(fr, pool, corev1.EventTypeNormal, nodepoolv1.EventFleetPoolTriggered, "Trigger", "pool %s triggered (apply-pending-at %s)", t.Ref, t.At.UTC().Format(time.RFC3339))
+	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
+	if err := r.Client.Patch(ctx, pool, client.RawPatch(types.MergePatchType, raw)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted: it counts as skipped
+		}
+		return fmt.Errorf("writing fleet rollout %s's state on %s: %w", fr.Name, ref, err)
+	}
+	if w.store != nil {
+		r.expect.wrote(fr.Name, ref, *w.store, now)
+	}
+	if t := w.trigger; t != nil && !t.Retry {
+		msg := fmt.Sprintf("fleet rollout %s (%s) triggered the pool: every machine created before %s is replaced",
+			fr.Name, fr.Spec.Action, t.At.UTC().Format(time.RFC3339))
+		r.Recorder.Eventf(pool, fr, corev1.EventTypeNormal, nodepoolv1.EventFleetPoolTriggered, "Trigger", "%s", msg)
+		r.Recorder.Eventf(fr, pool, corev1.EventTypeNormal, nodepoolv1.EventFleetPoolTriggered, "Trigger", "pool %s triggered (apply-pending-at %s)", t.Ref, t.At.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 
-// release removes the fleet rollout's annotation from a pool whose part is
-// over, and the apply-pending time it wrote when the rollout never started.
-func (r *FleetRolloutReconciler) release(ctx context.Context, fr *nodepoolv1.FleetRollout, rl fleet.Release) error {
-	pool := &nodepoolv1.NodePool{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rl.Namespace, Name: rl.Name}, pool); err != nil {
-		return client.IgnoreNotFound(err)
+// forget removes a deleted fleet rollout's per-pool state from the pools
+// (its fleet-rollout annotation stays where it drove a pool: another
+// fleet rollout treats it as absent).
+func (r *FleetRolloutReconciler) forget(ctx context.Context, name string) error {
+	r.expect.forget(name)
+	list := &nodepoolv1.NodePoolList{}
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("listing NodePools: %w", err)
 	}
-	if pool.Annotations[nodepoolv1.AnnotationFleetRollout] != fr.Name {
-		return nil
+	key := nodepoolv1.FleetRolloutPoolAnnotation(name)
+	raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})
+	var errs []error
+	for i := range list.Items {
+		p := &list.Items[i]
+		if _, ok := p.Annotations[key]; !ok {
+			continue
+		}
+		pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+		if err := r.Client.Patch(ctx, pool, client.RawPatch(types.MergePatchType, raw)); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("removing %s from %s/%s: %w", key, p.Namespace, p.Name, err))
+		}
 	}
-	before := pool.DeepCopy()
-	delete(pool.Annotations, nodepoolv1.AnnotationFleetRollout)
-	if rl.At != nil && pool.Annotations[rollout.AnnotationApplyPending] == rl.At.UTC().Format(time.RFC3339) {
-		delete(pool.Annotations, rollout.AnnotationApplyPending)
-	}
-	if err := r.Client.Patch(ctx, pool, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("releasing %s: %w", rl.Ref, err)
-	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,8 +37,14 @@ type Pool struct {
 	// Fleet and At are the pool's fleet-rollout and apply-pending
 	// annotations ("" when absent).
 	Fleet, At string
-	// Record is the pool's history record of this fleet rollout's
-	// trigger (initiator and forced time), nil before the pool started it.
+	// OutsideReason is the reason of an emergency request
+	// (nodepool.dev/outside-windows-reason) when it is for At.
+	OutsideReason string
+	// Record is the pool's newest history record of a forced rollout at or
+	// after this fleet rollout's trigger, whoever requested it (the
+	// trigger itself, a drift deadline, a newer rolloutAfter, a hand
+	// apply-pending): once it completes, no machine older than the
+	// trigger is left. Nil before the pool started one.
 	Record *Record
 }
 
@@ -49,6 +56,11 @@ type Record struct {
 	Revision int64
 	// Outcome is InProgress, Complete or Superseded.
 	Outcome string
+	// Initiator is who requested the rollout (history's initiator).
+	Initiator string
+	// ForcedAt is its forced time: every machine created before it is
+	// replaced.
+	ForcedAt *time.Time
 }
 
 // Outcomes of a history record (the history package's values).
@@ -64,7 +76,11 @@ type Input struct {
 	Status nodepoolv1.FleetRolloutStatus
 	// Generation is the FleetRollout's metadata.generation.
 	Generation int64
-	// Pools are the observations of status.pools (a missing one is
+	// Members are the selected pools with the state kept on each of them
+	// (see Decode): a pool deleted since the selection is missing, and
+	// counted as skipped.
+	Members []nodepoolv1.FleetRolloutPool
+	// Pools are the observations of the members (a missing one is
 	// treated as deleted).
 	Pools map[Ref]Pool
 	Now   time.Time
@@ -93,7 +109,14 @@ type Event struct{ Type, Reason, Message string }
 // Result is the decision: the status to write first, then the pools to
 // annotate and release.
 type Result struct {
-	Status       nodepoolv1.FleetRolloutStatus
+	// Status is bounded: counts per wave and the pools that need a person.
+	Status nodepoolv1.FleetRolloutStatus
+	// Pools is every member with its state now, in namespace/name order.
+	Pools []nodepoolv1.FleetRolloutPool
+	// Store are the members whose kept state changed: the controller
+	// writes each on its pool (annotation FleetRolloutPoolAnnotation), in
+	// the same patch as the pool's trigger or release.
+	Store        []Store
 	Triggers     []Trigger
 	Releases     []Release
 	Events       []Event
@@ -108,18 +131,45 @@ func TriggerTime(now time.Time) time.Time { return now.UTC().Truncate(time.Secon
 // Decide computes the next step of a started fleet rollout (status.pools
 // assigned, see Assign).
 func Decide(in Input) Result {
-	d := &decider{in: in, res: Result{Status: *in.Status.DeepCopy()}}
+	d := newDecider(in)
 	d.run()
+	return d.finish()
+}
+
+func newDecider(in Input) *decider {
+	d := &decider{in: in, res: Result{Status: *in.Status.DeepCopy()}, held: map[Ref]bool{}}
+	d.pools = members(in.Members)
+	return d
+}
+
+// finish counts, lists the pools that need a person, and names the
+// members whose kept state changed.
+func (d *decider) finish() Result {
 	st := &d.res.Status
-	Count(st.Pools, st.Waves)
-	st.ObservedGeneration = in.Generation
+	Count(d.pools, st.Waves)
+	st.Attention, st.AttentionOmitted = attention(d.pools, d.held)
+	st.ObservedGeneration = d.in.Generation
 	d.conditions()
+	before := map[Ref]string{}
+	for _, m := range d.in.Members {
+		before[RefOf(m)] = Encode(m)
+	}
+	for _, p := range d.pools {
+		if v := Encode(p); v != before[RefOf(p)] {
+			d.res.Store = append(d.res.Store, Store{Ref: RefOf(p), Value: v})
+		}
+	}
+	d.res.Pools = d.pools
 	return d.res
 }
 
 type decider struct {
 	in  Input
 	res Result
+	// pools are the members, their state updated as the decision goes.
+	pools []nodepoolv1.FleetRolloutPool
+	// held are the pools whose pause, window or exclusion holds them.
+	held map[Ref]bool
 }
 
 func (d *decider) st() *nodepoolv1.FleetRolloutStatus { return &d.res.Status }
@@ -137,8 +187,8 @@ func (d *decider) run() {
 		d.releaseFinished()
 		return
 	}
-	for i := range st.Pools {
-		d.observe(&st.Pools[i])
+	for i := range d.pools {
+		d.observe(&d.pools[i])
 	}
 	defer d.releaseFinished() // the pools whose part ended, whatever comes next
 	if d.in.Spec.Cancelled {
@@ -158,7 +208,12 @@ func (d *decider) run() {
 
 // observe updates a triggered pool from what it reports.
 func (d *decider) observe(p *nodepoolv1.FleetRolloutPool) {
-	if p.TriggeredAt == nil || (p.State != nodepoolv1.FleetPoolRolling && p.State != nodepoolv1.FleetPoolFailed) {
+	switch p.State {
+	case nodepoolv1.FleetPoolRolling, nodepoolv1.FleetPoolFailed, nodepoolv1.FleetPoolTakenOver:
+	default:
+		return
+	}
+	if p.TriggeredAt == nil {
 		return
 	}
 	obs, ok := d.in.Pools[RefOf(*p)]
@@ -167,24 +222,43 @@ func (d *decider) observe(p *nodepoolv1.FleetRolloutPool) {
 	case !ok || !obs.Exists:
 		d.skip(p, "the pool was deleted")
 		return
-	case obs.Record == nil && obs.Fleet != "" && obs.Fleet != d.in.Name:
+	case obs.Record == nil && obs.Fleet != "" && obs.Fleet != d.in.Name && p.State != nodepoolv1.FleetPoolTakenOver:
 		d.skip(p, fmt.Sprintf("taken over by fleet rollout %s before its rollout started", obs.Fleet))
 		return
 	}
+	takenOver := ""
+	if p.State == nodepoolv1.FleetPoolTakenOver {
+		takenOver = p.Message
+	} else if later, ok := laterRequest(obs, at); ok {
+		takenOver = takeOverMessage(obs, later, at)
+		d.event(corev1.EventTypeNormal, nodepoolv1.EventFleetPoolTakenOver, "pool %s/%s %s", p.Namespace, p.Name, takenOver)
+	}
 	if r := obs.Record; r != nil {
 		p.Revision = r.Revision
+		done := ""
 		switch {
 		case r.Outcome == OutcomeComplete:
-			p.State, p.Message = nodepoolv1.FleetPoolDone, ""
-			return
+			done = d.carriedOut(r, at)
 		case r.Outcome == OutcomeSuperseded && obs.Settled && obs.Unhealthy == nil &&
 			(d.in.Spec.Action != nodepoolv1.FleetActionApplyPending || !obs.HasDrift):
-			p.State, p.Message = nodepoolv1.FleetPoolDone, fmt.Sprintf("revision %d was superseded by a later rollout, which completed", r.Revision)
+			done = fmt.Sprintf("revision %d was superseded by a later rollout, which completed", r.Revision)
+		}
+		if done != "" || r.Outcome == OutcomeComplete {
+			if takenOver != "" {
+				done = strings.TrimSuffix(takenOver+"; "+done, "; ")
+			}
+			p.State, p.Message = nodepoolv1.FleetPoolDone, done
 			return
 		}
 	}
 	if obs.Unhealthy != nil {
 		p.State, p.Message = nodepoolv1.FleetPoolFailed, fmt.Sprintf("RolloutHealthy is False (%s): %s", obs.Unhealthy.Reason, obs.Unhealthy.Message)
+		return
+	}
+	if takenOver != "" {
+		// A person's later request always wins: the fleet never writes its
+		// older time back; the pool is done once what the fleet asked holds.
+		p.State, p.Message = nodepoolv1.FleetPoolTakenOver, takenOver
 		return
 	}
 	p.State, p.Message = nodepoolv1.FleetPoolRolling, ""
@@ -201,10 +275,52 @@ func (d *decider) observe(p *nodepoolv1.FleetRolloutPool) {
 			return
 		}
 		p.Message = held
+		d.held[RefOf(*p)] = true
 	}
 	if obs.Fleet != d.in.Name || obs.At != at.Format(time.RFC3339) {
 		d.res.Triggers = append(d.res.Triggers, Trigger{Ref: RefOf(*p), At: at, Retry: true})
 	}
+}
+
+// carriedOut says what completed the trigger: its own record is done
+// without a word; another request's (a drift deadline, a newer
+// rolloutAfter, a hand apply-pending) is named.
+func (d *decider) carriedOut(r *Record, at time.Time) string {
+	if r.Initiator == "" || r.Initiator == nodepoolv1.FleetRolloutInitiator(d.in.Name) && (r.ForcedAt == nil || r.ForcedAt.Equal(at)) {
+		return ""
+	}
+	forced := ""
+	if r.ForcedAt != nil {
+		forced = ", forced at " + r.ForcedAt.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("carried out by revision %d (initiator %s%s): no machine older than the trigger is left", r.Revision, r.Initiator, forced)
+}
+
+// laterRequest is the pool's apply-pending time when it is after the
+// fleet's trigger (a person's later request), whoever wrote it.
+func laterRequest(obs Pool, at time.Time) (time.Time, bool) {
+	if obs.At == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, obs.At)
+	if err != nil || !t.After(at) {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+// maxReason bounds the operator's reason quoted in a message.
+const maxReason = 200
+
+func takeOverMessage(obs Pool, later, at time.Time) string {
+	s := fmt.Sprintf("taken over by a later apply-pending (%s) replacing the fleet's (%s)", later.Format(time.RFC3339), at.Format(time.RFC3339))
+	if r := obs.OutsideReason; r != "" {
+		if len(r) > maxReason {
+			r = r[:maxReason] + "…"
+		}
+		s += fmt.Sprintf(", outside windows: %q", r)
+	}
+	return s
 }
 
 // heldBy says what holds a pool's rollout: its pause, window or exclusion.
@@ -226,8 +342,7 @@ func (d *decider) skip(p *nodepoolv1.FleetRolloutPool, why string) {
 // releaseFinished releases the pools whose part is over and that still
 // carry this rollout's annotation.
 func (d *decider) releaseFinished() {
-	st := d.st()
-	for _, p := range st.Pools {
+	for _, p := range d.pools {
 		if p.State != nodepoolv1.FleetPoolDone && p.State != nodepoolv1.FleetPoolSkipped {
 			continue
 		}
@@ -246,8 +361,8 @@ func (d *decider) releaseFinished() {
 
 func (d *decider) cancel() {
 	st := d.st()
-	for i := range st.Pools {
-		p := &st.Pools[i]
+	for i := range d.pools {
+		p := &d.pools[i]
 		switch p.State {
 		case nodepoolv1.FleetPoolPending, nodepoolv1.FleetPoolWaiting:
 			p.State, p.Message = nodepoolv1.FleetPoolSkipped, "the fleet rollout was cancelled"
@@ -265,8 +380,8 @@ func (d *decider) cancel() {
 // rolling counts the pools triggered whose rollout has not completed.
 func (d *decider) rolling() int {
 	n := 0
-	for _, p := range d.st().Pools {
-		if p.State == nodepoolv1.FleetPoolRolling {
+	for _, p := range d.pools {
+		if p.State == nodepoolv1.FleetPoolRolling || p.State == nodepoolv1.FleetPoolTakenOver {
 			n++
 		}
 	}
@@ -327,26 +442,18 @@ func (d *decider) advance() {
 	d.event(corev1.EventTypeNormal, nodepoolv1.EventFleetRolloutComplete, "%s", st.Message)
 }
 
-func (d *decider) size(wave int) int {
-	n := 0
-	for _, p := range d.st().Pools {
-		if int(p.Wave) == wave+1 {
-			n++
-		}
-	}
-	return n
-}
+// size is how many pools the wave selected (fixed at the start).
+func (d *decider) size(wave int) int { return int(d.st().Waves[wave].Pools) }
 
 // startPools moves the wave's pools from Pending to Waiting and triggers
 // the ones that may roll, up to maxConcurrent rolling at once.
 func (d *decider) startPools(wave int32) {
-	st := d.st()
 	slots := -1 // no limit
 	if m := d.in.Spec.MaxConcurrent; m != nil {
 		slots = max(0, int(*m)-d.rolling())
 	}
-	for i := range st.Pools {
-		p := &st.Pools[i]
+	for i := range d.pools {
+		p := &d.pools[i]
 		if p.Wave != wave {
 			continue
 		}
@@ -356,22 +463,11 @@ func (d *decider) startPools(wave int32) {
 		if p.State != nodepoolv1.FleetPoolWaiting {
 			continue
 		}
-		obs, ok := d.in.Pools[RefOf(*p)]
-		switch held := heldBy(obs); {
-		case !ok || !obs.Exists:
-			d.skip(p, "the pool was deleted")
-		case obs.Fleet != "" && obs.Fleet != d.in.Name:
-			p.Message = fmt.Sprintf("waiting for fleet rollout %s, which drives the pool", obs.Fleet)
-		case d.in.Spec.Action == nodepoolv1.FleetActionApplyPending && !obs.HasDrift && !obs.Updating:
-			d.skip(p, "no pending platform drift")
-		case obs.Updating:
-			p.Message = "waiting for the pool's rollout in progress to finish"
-		case held != "" && d.in.Spec.HeldPools == nodepoolv1.HeldPoolSkip:
-			d.skip(p, held)
-		case held != "":
-			p.Message = "waiting: " + held
-		case slots == 0:
-			p.Message = fmt.Sprintf("waiting for a free slot: %d pools roll at once (maxConcurrent)", *d.in.Spec.MaxConcurrent)
+		switch kind, why := d.turn(*p, slots); kind {
+		case turnSkip:
+			d.skip(p, why)
+		case turnWait:
+			p.Message = why
 		default:
 			at := TriggerTime(d.in.Now)
 			mt := metav1.NewTime(at)
@@ -384,10 +480,81 @@ func (d *decider) startPools(wave int32) {
 	}
 }
 
+type turnKind int
+
+const (
+	turnWait turnKind = iota
+	turnSkip
+	turnStart
+)
+
+// turn says what a waiting pool does now, with slots free (-1: no
+// limit): it is skipped or waits (and why), or it starts.
+func (d *decider) turn(p nodepoolv1.FleetRolloutPool, slots int) (turnKind, string) {
+	obs, ok := d.in.Pools[RefOf(p)]
+	switch held := heldBy(obs); {
+	case !ok || !obs.Exists:
+		return turnSkip, "the pool was deleted"
+	case obs.Fleet != "" && obs.Fleet != d.in.Name:
+		return turnWait, fmt.Sprintf("waiting for fleet rollout %s, which drives the pool", obs.Fleet)
+	case d.in.Spec.Action == nodepoolv1.FleetActionApplyPending && !obs.HasDrift && !obs.Updating:
+		return turnSkip, "no pending platform drift"
+	case obs.Updating:
+		return turnWait, "waiting for the pool's rollout in progress to finish"
+	case held != "" && d.in.Spec.HeldPools == nodepoolv1.HeldPoolSkip:
+		return turnSkip, held
+	case held != "":
+		d.held[RefOf(p)] = true
+		return turnWait, "waiting: " + held
+	case slots == 0:
+		return turnWait, fmt.Sprintf("waiting for a free slot: %d pools roll at once (maxConcurrent)", *d.in.Spec.MaxConcurrent)
+	}
+	return turnStart, ""
+}
+
+// View is every member's state now, as Decide would see it, without
+// deciding anything (kubectl nodepool fleet rollout status): a triggered
+// pool from what it reports, a pool of a started wave with what it waits
+// for. The observations may lack history records: a pool is then shown
+// by what it reports and keeps.
+func View(in Input) []nodepoolv1.FleetRolloutPool {
+	d := newDecider(in)
+	st := d.st()
+	switch st.Phase {
+	case nodepoolv1.FleetPhaseComplete, nodepoolv1.FleetPhaseCancelled:
+		return d.pools
+	}
+	for i := range d.pools {
+		d.observe(&d.pools[i])
+	}
+	slots := -1
+	if m := d.in.Spec.MaxConcurrent; m != nil {
+		slots = max(0, int(*m)-d.rolling())
+	}
+	for i := range d.pools {
+		p := &d.pools[i]
+		w := int(p.Wave) - 1
+		if p.State != nodepoolv1.FleetPoolPending || w < 0 || w >= len(st.Waves) || st.Waves[w].StartedAt == nil {
+			continue
+		}
+		p.State = nodepoolv1.FleetPoolWaiting
+		switch kind, why := d.turn(*p, slots); kind {
+		case turnStart:
+			p.Message = "to be triggered"
+			if slots > 0 {
+				slots--
+			}
+		default:
+			p.Message = why
+		}
+	}
+	return d.pools
+}
+
 // waveFinished: every pool of the wave is done or skipped (or failed,
 // when a failure does not stop the rollout).
 func (d *decider) waveFinished(wave int32) bool {
-	for _, p := range d.st().Pools {
+	for _, p := range d.pools {
 		if p.Wave != wave {
 			continue
 		}
@@ -406,12 +573,12 @@ func (d *decider) waveFinished(wave int32) bool {
 
 func (d *decider) progressMessage(wave int32) string {
 	var rolling, waiting int
-	for _, p := range d.st().Pools {
+	for _, p := range d.pools {
 		if p.Wave != wave {
 			continue
 		}
 		switch p.State {
-		case nodepoolv1.FleetPoolRolling, nodepoolv1.FleetPoolFailed:
+		case nodepoolv1.FleetPoolRolling, nodepoolv1.FleetPoolFailed, nodepoolv1.FleetPoolTakenOver:
 			rolling++
 		case nodepoolv1.FleetPoolWaiting:
 			waiting++
@@ -422,7 +589,7 @@ func (d *decider) progressMessage(wave int32) string {
 
 func (d *decider) completeMessage() string {
 	var done, skipped, failed int
-	for _, p := range d.st().Pools {
+	for _, p := range d.pools {
 		switch p.State {
 		case nodepoolv1.FleetPoolDone:
 			done++

@@ -75,20 +75,26 @@ type fleetSim struct {
 	in    Input
 	now   time.Time
 	pools map[Ref]*Pool
-	last  Result
+	// kept is each pool's fleet-rollout state annotation.
+	kept map[Ref]string
+	last Result
 }
 
 var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 func newSim(t *testing.T, n int, spec nodepoolv1.FleetRolloutSpec) *fleetSim {
-	s := &fleetSim{t: t, now: t0, pools: map[Ref]*Pool{}}
+	s := &fleetSim{t: t, now: t0, pools: map[Ref]*Pool{}, kept: map[Ref]string{}}
 	var refs []Ref
 	for i := range n {
 		r := Ref{Namespace: fmt.Sprintf("ns-%02d", i), Name: "workers"}
 		refs = append(refs, r)
 		s.pools[r] = &Pool{Exists: true, HasDrift: true, Ready: true, Settled: true, Replicas: 1}
 	}
-	s.in = Input{Name: "proxy-fix", Spec: spec, Generation: 1, Status: Start(refs, spec.Waves, metav1.NewTime(t0))}
+	st, members := Start(refs, spec.Waves, metav1.NewTime(t0))
+	for _, m := range members {
+		s.kept[RefOf(m)] = Encode(m)
+	}
+	s.in = Input{Name: "proxy-fix", Spec: spec, Generation: 1, Status: st}
 	return s
 }
 
@@ -99,11 +105,22 @@ func ref(i int) Ref { return Ref{Namespace: fmt.Sprintf("ns-%02d", i), Name: "wo
 func (s *fleetSim) step() Result {
 	s.in.Now = s.now
 	s.in.Pools = map[Ref]Pool{}
+	s.in.Members = nil
 	for r, p := range s.pools {
 		s.in.Pools[r] = *p
+		if v, ok := s.kept[r]; ok { // a deleted pool took its annotation along
+			m, err := Decode(r.Namespace, r.Name, v)
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			s.in.Members = append(s.in.Members, m)
+		}
 	}
 	res := Decide(s.in)
 	s.in.Status = res.Status
+	for _, st := range res.Store {
+		s.kept[st.Ref] = st.Value
+	}
 	for _, tr := range res.Triggers {
 		p := s.pools[tr.Ref]
 		p.Fleet, p.At = s.in.Name, tr.At.Format(time.RFC3339)
@@ -132,7 +149,7 @@ func (s *fleetSim) complete(r Ref) {
 }
 
 func (s *fleetSim) state(r Ref) nodepoolv1.FleetRolloutPool {
-	for _, p := range s.in.Status.Pools {
+	for _, p := range s.last.Pools {
 		if RefOf(p) == r {
 			return p
 		}
@@ -143,7 +160,7 @@ func (s *fleetSim) state(r Ref) nodepoolv1.FleetRolloutPool {
 
 func (s *fleetSim) states() string {
 	var out []string
-	for _, p := range s.in.Status.Pools {
+	for _, p := range s.last.Pools {
 		out = append(out, fmt.Sprintf("%s@%d=%s", p.Namespace, p.Wave, p.State))
 	}
 	return strings.Join(out, " ")
@@ -538,8 +555,9 @@ func TestDeletedPoolsAndPoolsWithNoMachineEndTheirPart(t *testing.T) {
 	delete(s.pools, ref(1))
 	s.pools[ref(2)].Replicas = 0
 	s.step()
-	if st := s.state(ref(1)); st.State != nodepoolv1.FleetPoolSkipped {
-		t.Fatalf("deleted after its trigger: %+v", st)
+	// A pool deleted takes its kept state along: it counts as skipped.
+	if w := s.in.Status.Waves[0]; w.Skipped != 2 || w.Pools != 3 {
+		t.Fatalf("deleted after its trigger: wave %+v", w)
 	}
 	if st := s.state(ref(2)); st.State != nodepoolv1.FleetPoolDone || st.Message != "no machine to replace" {
 		t.Fatalf("a pool of no machines: %+v", st)
@@ -568,5 +586,107 @@ func TestConditionsFollowThePhase(t *testing.T) {
 		if c.Type == nodepoolv1.FleetConditionHalted && c.Status != metav1.ConditionFalse {
 			t.Fatalf("Halted %+v", c)
 		}
+	}
+}
+
+// A fleet pool held by its window, whose drift deadline (or a newer
+// rolloutAfter, or a hand apply-pending) makes a newer request that the
+// pool carries out: what the fleet asked holds, so the pool is done and
+// frees its slot.
+func TestAPoolThatCarriesOutTheTriggerUnderANewerRequestIsDone(t *testing.T) {
+	for _, initiator := range []string{"deadline", "restart", "platform"} {
+		t.Run(initiator, func(t *testing.T) {
+			sp := spec(waves(1, "100%"), 0)
+			sp.MaxConcurrent = ptr.To[int32](1)
+			s := newSim(t, 2, sp)
+			at := s.step().Triggers[0].At
+			p := s.pools[ref(0)]
+			p.Held = &Condition{Reason: nodepoolv1.ReasonOutsideMaintenanceWindow, Message: "next window at 02:00"}
+			s.step()
+			// The window opens; the newer request is the one carried out.
+			newer := at.Add(3 * time.Hour)
+			p.Held, p.Settled = nil, false
+			p.Record = &Record{Revision: 6, Outcome: "InProgress", Initiator: initiator, ForcedAt: &newer}
+			s.now = s.now.Add(3 * time.Hour)
+			if res := s.step(); len(res.Triggers) != 0 {
+				t.Fatalf("triggers %+v while the newer request rolls", res.Triggers)
+			}
+			if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolRolling || st.Revision != 6 {
+				t.Fatalf("while the newer request rolls: %+v", st)
+			}
+			p.Record.Outcome, p.Settled, p.HasDrift = OutcomeComplete, true, false
+			s.now = s.now.Add(time.Hour)
+			got := triggered(s.step())
+			if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolDone || !strings.Contains(st.Message, initiator) {
+				t.Fatalf("the pool settled with no drift under revision 6: %+v", st)
+			}
+			if !slices.Equal(got, []Ref{ref(1)}) {
+				t.Fatalf("wave 2 triggered %v, want %s (wave 1 complete, its slot free)", got, ref(1))
+			}
+		})
+	}
+}
+
+// An operator's apply-pending --outside-windows on a pool the fleet
+// triggered and that is still held wins: the fleet does not write its
+// older time back, records the pool as taken over, and counts it done
+// once what it asked holds.
+func TestAnOperatorsLaterApplyPendingTakesThePoolOver(t *testing.T) {
+	sp := spec(waves(1, "100%"), 0)
+	sp.MaxConcurrent = ptr.To[int32](1)
+	s := newSim(t, 2, sp)
+	at := s.step().Triggers[0].At
+	p := s.pools[ref(0)]
+	p.Held = &Condition{Reason: nodepoolv1.ReasonOutsideMaintenanceWindow, Message: "next window at 02:00"}
+	s.step()
+	// kubectl nodepool rollout apply-pending --outside-windows --reason ...
+	s.now = s.now.Add(10 * time.Minute)
+	mine := TriggerTime(s.now)
+	p.At, p.Fleet, p.OutsideReason = mine.Format(time.RFC3339), "", "CVE-2026-1234"
+	res := s.step()
+	for _, tr := range res.Triggers {
+		if tr.Ref == ref(0) {
+			t.Fatalf("the fleet wrote its time %s back over the operator's %s: %+v", at, mine, tr)
+		}
+	}
+	st := s.state(ref(0))
+	if st.State != nodepoolv1.FleetPoolTakenOver || !strings.Contains(st.Message, "CVE-2026-1234") || !strings.Contains(st.Message, mine.Format(time.RFC3339)) {
+		t.Fatalf("taken over: %+v", st)
+	}
+	if s.in.Status.Waves[0].TakenOver != 1 || len(triggered(res)) != 0 {
+		t.Fatalf("waves %+v; triggered %v (the taken-over pool keeps its slot while it rolls)", s.in.Status.Waves, triggered(res))
+	}
+	if att := s.in.Status.Attention; len(att) != 1 || att[0].State != nodepoolv1.FleetPoolTakenOver || RefOf(att[0]) != ref(0) {
+		t.Fatalf("the taken-over pool needs a person's eye: attention %+v", att)
+	}
+	if m, err := Decode(ref(0).Namespace, ref(0).Name, s.kept[ref(0)]); err != nil || m.State != nodepoolv1.FleetPoolTakenOver || !strings.Contains(m.Message, "CVE-2026-1234") {
+		t.Fatalf("the pool keeps the take-over: %+v, %v", m, err)
+	}
+	// The operator's rollout runs and completes.
+	p.Held, p.Settled = nil, false
+	p.Record = &Record{Revision: 8, Outcome: "InProgress", Initiator: "platform", ForcedAt: &mine}
+	s.step()
+	if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolTakenOver {
+		t.Fatalf("while the operator's rollout runs: %+v", st)
+	}
+	p.Record.Outcome, p.Settled, p.HasDrift = OutcomeComplete, true, false
+	got := triggered(s.step())
+	if st := s.state(ref(0)); st.State != nodepoolv1.FleetPoolDone || !strings.Contains(st.Message, "taken over") {
+		t.Fatalf("what the fleet asked holds: %+v", st)
+	}
+	if !slices.Equal(got, []Ref{ref(1)}) {
+		t.Fatalf("wave 2 triggered %v", got)
+	}
+}
+
+// A write of the fleet's time that did not happen is still retried: an
+// apply-pending time older than the trigger (or none) is not a take-over.
+func TestAnOlderApplyPendingIsNotATakeOver(t *testing.T) {
+	s := newSim(t, 1, spec(waves("100%"), 0))
+	at := s.step().Triggers[0].At
+	s.pools[ref(0)].Fleet, s.pools[ref(0)].At = "", at.Add(-time.Hour).Format(time.RFC3339)
+	res := s.step()
+	if len(res.Triggers) != 1 || !res.Triggers[0].Retry || !res.Triggers[0].At.Equal(at) {
+		t.Fatalf("retry %+v", res.Triggers)
 	}
 }

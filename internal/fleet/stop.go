@@ -35,7 +35,7 @@ func (d *decider) halted() bool {
 // stopReason names the stop condition that holds, "" when none does.
 func (d *decider) stopReason() string {
 	var failed, unhealthy []string
-	for _, p := range d.st().Pools {
+	for _, p := range d.pools {
 		switch p.State {
 		case nodepoolv1.FleetPoolFailed:
 			failed = append(failed, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, p.Message))
@@ -47,7 +47,7 @@ func (d *decider) stopReason() string {
 		}
 	}
 	if stopOnFailure(d.in.Spec) && len(failed) > 0 {
-		return fmt.Sprintf("the rollout of %s", strings.Join(failed, "; "))
+		return fmt.Sprintf("the rollout of %s", strings.Join(first(failed, 5), "; "))
 	}
 	if m := d.in.Spec.StopOn.MaxUnhealthyPools; m != nil && len(unhealthy) > int(*m) {
 		return fmt.Sprintf("%d pools are unhealthy, more than stopOn.maxUnhealthyPools (%d): %s", len(unhealthy), *m, strings.Join(first(unhealthy, 10), ", "))

@@ -72,18 +72,21 @@ func Assign(pools []Ref, waves []intstr.IntOrString) ([]nodepoolv1.FleetRolloutP
 	return out, rows
 }
 
-// Count recomputes the per-wave counts from the pools' states.
+// Count recomputes the per-wave counts from the members' states. A
+// wave's pools are fixed at the start: a member missing (its pool
+// deleted, with its kept state) counts as skipped.
 func Count(pools []nodepoolv1.FleetRolloutPool, rows []nodepoolv1.FleetRolloutWave) {
+	seen := make([]int32, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		r.Pools, r.Pending, r.Waiting, r.Rolling, r.Done, r.Skipped, r.Failed = 0, 0, 0, 0, 0, 0, 0
+		r.Pending, r.Waiting, r.Rolling, r.Done, r.Skipped, r.Failed, r.TakenOver = 0, 0, 0, 0, 0, 0, 0
 	}
 	for _, p := range pools {
 		if p.Wave < 1 || int(p.Wave) > len(rows) {
 			continue
 		}
 		r := &rows[p.Wave-1]
-		r.Pools++
+		seen[p.Wave-1]++
 		switch p.State {
 		case nodepoolv1.FleetPoolPending:
 			r.Pending++
@@ -97,17 +100,28 @@ func Count(pools []nodepoolv1.FleetRolloutPool, rows []nodepoolv1.FleetRolloutWa
 			r.Skipped++
 		case nodepoolv1.FleetPoolFailed:
 			r.Failed++
+		case nodepoolv1.FleetPoolTakenOver:
+			r.TakenOver++
 		}
+	}
+	for i := range rows {
+		if seen[i] > rows[i].Pools {
+			rows[i].Pools = seen[i]
+		}
+		rows[i].Skipped += rows[i].Pools - seen[i]
 	}
 }
 
 // Start is the status of a fleet rollout that starts now with the
-// selected pools: every pool recorded with its wave, the first wave next.
-func Start(pools []Ref, waves []intstr.IntOrString, now metav1.Time) nodepoolv1.FleetRolloutStatus {
+// selected pools, and the members to keep on the pools (every pool with
+// its wave, Pending): the first wave next. The status holds the waves'
+// sizes, not the pools: the controller writes each member's state on its
+// pool before the status.
+func Start(pools []Ref, waves []intstr.IntOrString, now metav1.Time) (nodepoolv1.FleetRolloutStatus, []nodepoolv1.FleetRolloutPool) {
 	assigned, rows := Assign(pools, waves)
 	return nodepoolv1.FleetRolloutStatus{
 		Phase: nodepoolv1.FleetPhaseProgressing, StartedAt: &now, CurrentWave: 1,
-		Pools: assigned, Waves: rows,
+		Waves:   rows,
 		Message: fmt.Sprintf("selected %d pools in %d waves", len(assigned), len(rows)),
-	}
+	}, assigned
 }

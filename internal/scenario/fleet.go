@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/rollout"
-	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // Fleet is a FleetRollout driven by the real fleet decision, carried out
@@ -52,41 +50,56 @@ func (f *Fleet) reconcile() {
 		f.due = time.Time{}
 		return
 	}
+	key := nodepoolv1.FleetRolloutPoolAnnotation(f.Name)
 	if f.Status.StartedAt == nil {
+		// As the controller's start: every selected pool keeps its wave
+		// in its annotation, then the status records the start.
 		var refs []fleet.Ref
 		for _, n := range f.Pools {
 			refs = append(refs, fleet.Ref{Namespace: Namespace, Name: n})
 		}
-		f.Status = fleet.Start(refs, f.Spec.Waves, metav1.NewTime(w.Now))
+		st, members := fleet.Start(refs, f.Spec.Waves, metav1.NewTime(w.Now))
+		for _, m := range members {
+			if p := w.Pool(m.Name); p != nil {
+				p.setAnnotation(key, fleet.Encode(m))
+			}
+		}
+		f.Status = st
+		f.due = w.Now
+		return
 	}
+	members := f.members()
 	pools := map[fleet.Ref]fleet.Pool{}
-	initiator := nodepoolv1.FleetRolloutInitiator(f.Name)
-	for _, sp := range f.Status.Pools {
+	for _, sp := range members {
 		ref := fleet.RefOf(sp)
 		p := w.Pool(sp.Name)
-		if p == nil {
-			pools[ref] = fleet.Pool{}
-			continue
-		}
-		obs := observeFleetPool(p.Obj, w.Now)
+		obs := fleet.Observe(p.Obj, w.Now)
 		if obs.Fleet != "" && obs.Fleet != f.Name && !w.drives(obs.Fleet) {
 			obs.Fleet = ""
 		}
 		over := sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped
 		if sp.TriggeredAt != nil && (!over || obs.Fleet == f.Name) {
+			// As the controller's record(): the newest forced rollout at
+			// or after the trigger, whoever asked for it.
 			for _, r := range p.History {
-				if string(r.Initiator) != initiator || r.ForcedAt == nil || !r.ForcedAt.Equal(sp.TriggeredAt.Time) {
+				if r.ForcedAt == nil || r.ForcedAt.Before(sp.TriggeredAt.Time) {
 					continue
 				}
 				if obs.Record == nil || r.Revision > obs.Record.Revision {
-					obs.Record = &fleet.Record{Revision: r.Revision, Outcome: r.Outcome}
+					at := r.ForcedAt.UTC()
+					obs.Record = &fleet.Record{Revision: r.Revision, Outcome: r.Outcome, Initiator: string(r.Initiator), ForcedAt: &at}
 				}
 			}
 		}
 		pools[ref] = obs
 	}
-	res := fleet.Decide(fleet.Input{Name: f.Name, Spec: f.Spec, Status: f.Status, Generation: 1, Pools: pools, Now: w.Now})
+	res := fleet.Decide(fleet.Input{Name: f.Name, Spec: f.Spec, Status: f.Status, Generation: 1, Members: members, Pools: pools, Now: w.Now})
 	f.Status = res.Status
+	for _, st := range res.Store {
+		if p := w.Pool(st.Name); p != nil {
+			p.setAnnotation(key, st.Value)
+		}
+	}
 	for _, t := range res.Triggers {
 		if p := w.Pool(t.Name); p != nil {
 			p.setAnnotation(rollout.AnnotationApplyPending, t.At.UTC().Format(time.RFC3339))
@@ -123,6 +136,33 @@ func (f *Fleet) reconcile() {
 	// changes (the world marks it), else at its requeue.
 }
 
+// members are the fleet rollout's pools with the state each keeps in its
+// annotation, in the order of f.Pools (a pool gone is no member).
+func (f *Fleet) members() []nodepoolv1.FleetRolloutPool {
+	var out []nodepoolv1.FleetRolloutPool
+	for _, n := range f.Pools {
+		p := f.w.Pool(n)
+		if p == nil {
+			continue
+		}
+		if m, ok, err := fleet.MemberOf(p.Obj, f.Name); ok && err == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// view is every member's state as `kubectl nodepool fleet rollout status`
+// shows it (the fleet decision's own view).
+func (f *Fleet) view() []nodepoolv1.FleetRolloutPool {
+	pools := map[fleet.Ref]fleet.Pool{}
+	members := f.members()
+	for _, m := range members {
+		pools[fleet.RefOf(m)] = fleet.Observe(f.w.Pool(m.Name).Obj, f.w.Now)
+	}
+	return fleet.View(fleet.Input{Name: f.Name, Spec: f.Spec, Status: f.Status, Generation: 1, Members: members, Pools: pools, Now: f.w.Now})
+}
+
 func (w *World) drives(name string) bool {
 	for _, f := range w.fleets {
 		if f.Name == name {
@@ -132,31 +172,10 @@ func (w *World) drives(name string) bool {
 	return false
 }
 
-// observeFleetPool mirrors the FleetRollout controller's reading of a
-// pool.
-func observeFleetPool(pool *nodepoolv1.NodePool, now time.Time) fleet.Pool {
-	st := pool.Status
-	falseCond := func(t string) *fleet.Condition {
-		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
-			return &fleet.Condition{Reason: c.Reason, Message: c.Message}
-		}
-		return nil
-	}
-	desired := st.DesiredReplicas
-	return fleet.Pool{
-		Exists: true, HasDrift: len(st.PendingManagementChanges) > 0, Paused: poolmath.PauseAt(pool, now).Paused,
-		Updating: st.Updating != "", Held: falseCond(nodepoolv1.ConditionMaintenanceWindow), Unhealthy: falseCond(nodepoolv1.ConditionRolloutHealthy),
-		Ready: meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady),
-		Settled: st.ObservedGeneration == pool.Generation && st.Updating == "" &&
-			st.Replicas == desired && st.UpdatedReplicas == desired && st.ReadyReplicas == desired,
-		Replicas: st.Replicas, Fleet: pool.Annotations[nodepoolv1.AnnotationFleetRollout], At: pool.Annotations[rollout.AnnotationApplyPending],
-	}
-}
-
 // State is a one-line summary of the fleet rollout.
 func (f *Fleet) State() string {
 	s := fmt.Sprintf("fleet %s: %s wave %d", f.Name, f.Status.Phase, f.Status.CurrentWave)
-	for _, p := range f.Status.Pools {
+	for _, p := range f.view() {
 		s += fmt.Sprintf(" %s=%s", p.Name, p.State)
 	}
 	return s
@@ -174,13 +193,13 @@ func (w *World) checkFleets() []error {
 		if f.terminal() || f.Spec.Paused {
 			continue
 		}
-		for _, sp := range f.Status.Pools {
+		for _, sp := range f.view() {
 			p := w.Pool(sp.Name)
 			if p == nil || sp.State != nodepoolv1.FleetPoolRolling || sp.TriggeredAt == nil {
 				delete(f.settledSince, sp.Name)
 				continue
 			}
-			obs := observeFleetPool(p.Obj, w.Now)
+			obs := fleet.Observe(p.Obj, w.Now)
 			done := obs.Settled && !(f.Spec.Action == nodepoolv1.FleetActionApplyPending && obs.HasDrift) && obs.Unhealthy == nil
 			older := false
 			for _, m := range p.Machines {

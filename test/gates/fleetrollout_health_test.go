@@ -104,7 +104,7 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 		!strings.Contains(halted.Status.Message, c.Reason) || halted.Status.CurrentWave != 2 || halted.Status.Waves[1].Failed != 1 {
 		t.Fatalf("halted status does not name %s and %s in wave 2: %s", bad.Name, c.Reason, describeFleet(halted))
 	}
-	for _, sp := range halted.Status.Pools {
+	for _, sp := range fleetPools(t, env.Client, halted) {
 		if sp.Name == bad.Name && (sp.State != nodepoolv1.FleetPoolFailed || !strings.Contains(sp.Message, c.Reason)) {
 			t.Fatalf("the bad pool's entry: %+v", sp)
 		}
@@ -147,7 +147,7 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 	if w := done.Status.Waves; len(w) != 3 || w[0].Done != 1 || w[1].Done != 2 || w[2].Done != 3 || done.Status.HaltedAt != nil {
 		t.Fatalf("after the resume: %s", describeFleet(done))
 	}
-	for _, sp := range done.Status.Pools {
+	for _, sp := range fleetPools(t, env.Client, done) {
 		var p *nodepoolv1.NodePool
 		for _, q := range pools {
 			if q.Namespace == sp.Namespace && q.Name == sp.Name {
