@@ -343,10 +343,9 @@ func (r *FleetRolloutReconciler) drives(ctx context.Context, name string, live m
 	return live[name]
 }
 
-// record finds the pool's newest history record of a forced rollout at
-// or after the trigger, whoever requested it (the trigger itself, a drift
-// deadline, a newer rolloutAfter, a hand apply-pending): once it
-// completes, no machine older than the trigger is left.
+// record finds the pool's newest history record that carries out the
+// trigger, whoever requested it (see fleet.CarriesOut): once it completes,
+// no machine older than the trigger is left.
 func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, at time.Time) *fleet.Record {
 	var found *fleet.Record
 	for _, cr := range crs {
@@ -354,12 +353,16 @@ func record(pool *nodepoolv1.NodePool, crs []*appsv1.ControllerRevision, at time
 			continue
 		}
 		e, err := history.Decode(cr)
-		if err != nil || e.ForcedAt == nil || e.ForcedAt.Before(at) {
+		if err != nil || !fleet.CarriesOut(e.Initiator, e.ForcedAt, e.Started, at) {
 			continue
 		}
 		if found == nil || e.Revision > found.Revision {
-			forced := e.ForcedAt.UTC()
-			found = &fleet.Record{Revision: e.Revision, Outcome: e.Outcome, Initiator: e.Initiator, ForcedAt: &forced}
+			var forced *time.Time
+			if e.ForcedAt != nil {
+				t := e.ForcedAt.UTC()
+				forced = &t
+			}
+			found = &fleet.Record{Revision: e.Revision, Outcome: e.Outcome, Initiator: e.Initiator, ForcedAt: forced}
 		}
 	}
 	return found

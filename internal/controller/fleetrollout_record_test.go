@@ -16,7 +16,16 @@ import (
 
 func fleetRecord(t *testing.T, pool *nodepoolv1.NodePool, rev int64, initiator string, forced *time.Time, outcome string) *appsv1.ControllerRevision {
 	t.Helper()
-	cr, err := history.New(pool.Namespace, pool.Name, history.Entry{Revision: rev, Initiator: initiator, ForcedAt: forced, Started: time.Now()})
+	started := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if forced != nil {
+		started = *forced
+	}
+	return fleetRecordStarted(t, pool, rev, initiator, forced, started, outcome)
+}
+
+func fleetRecordStarted(t *testing.T, pool *nodepoolv1.NodePool, rev int64, initiator string, forced *time.Time, started time.Time, outcome string) *appsv1.ControllerRevision {
+	t.Helper()
+	cr, err := history.New(pool.Namespace, pool.Name, history.Entry{Revision: rev, Initiator: initiator, ForcedAt: forced, Started: started})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +34,10 @@ func fleetRecord(t *testing.T, pool *nodepoolv1.NodePool, rev int64, initiator s
 	return cr
 }
 
-// The fleet follows whichever forced rollout carries out its trigger: a
-// drift deadline, a newer rolloutAfter or a hand apply-pending at or after
-// the trigger replaces every machine older than it.
+// The fleet follows whichever rollout carries out its trigger: a drift
+// deadline, a newer rolloutAfter or a hand apply-pending at or after the
+// trigger, or an owner change started after it, replaces every machine
+// older than it.
 func TestAFleetPoolsRecordIsAnyForcedRolloutAtOrAfterItsTrigger(t *testing.T) {
 	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "workers", UID: types.UID("u1")}}
 	trigger := time.Date(2026, 12, 1, 10, 0, 1, 0, time.UTC)
@@ -35,7 +45,7 @@ func TestAFleetPoolsRecordIsAnyForcedRolloutAtOrAfterItsTrigger(t *testing.T) {
 	initiator := nodepoolv1.FleetRolloutInitiator("proxy-fix")
 	crs := []*appsv1.ControllerRevision{
 		fleetRecord(t, pool, 3, "restart", &older, history.OutcomeComplete),
-		fleetRecord(t, pool, 4, "owner", nil, history.OutcomeComplete),
+		fleetRecordStarted(t, pool, 4, "spec", nil, older, history.OutcomeComplete),
 		fleetRecord(t, pool, 5, "deadline", &newer, history.OutcomeComplete),
 	}
 	got := record(pool, crs, trigger)
@@ -43,7 +53,17 @@ func TestAFleetPoolsRecordIsAnyForcedRolloutAtOrAfterItsTrigger(t *testing.T) {
 		t.Fatalf("record %+v, want revision 5 (the deadline's, after the trigger)", got)
 	}
 	if got := record(pool, crs[:2], trigger); got != nil {
-		t.Fatalf("record %+v: a forced rollout before the trigger, or an owner change, does not carry it out", got)
+		t.Fatalf("record %+v: a forced rollout or an owner change before the trigger does not carry it out", got)
+	}
+	// An owner change started after the trigger replaces every machine on
+	// the latest payload: it carries the trigger out; a rollback does not.
+	owner := fleetRecordStarted(t, pool, 8, "spec", nil, newer, history.OutcomeComplete)
+	if got := record(pool, []*appsv1.ControllerRevision{crs[0], owner}, trigger); got == nil || got.Revision != 8 || got.ForcedAt != nil {
+		t.Fatalf("record %+v, want the owner rollout after the trigger, 8", got)
+	}
+	rollback := fleetRecordStarted(t, pool, 9, "rollback", nil, newer, history.OutcomeComplete)
+	if got := record(pool, []*appsv1.ControllerRevision{rollback}, trigger); got != nil {
+		t.Fatalf("record %+v: a rollback returns to an older payload and carries out nothing", got)
 	}
 	// Its own record, and a newer one that is in progress: the newest.
 	own := fleetRecord(t, pool, 6, initiator, &trigger, history.OutcomeSuperseded)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // Pool is what the controller observed of one selected pool.
@@ -280,6 +281,19 @@ func (d *decider) observe(p *nodepoolv1.FleetRolloutPool) {
 	if obs.Fleet != d.in.Name || obs.At != at.Format(time.RFC3339) {
 		d.res.Triggers = append(d.res.Triggers, Trigger{Ref: RefOf(*p), At: at, Retry: true})
 	}
+}
+
+// CarriesOut reports whether a rollout on record carries out a fleet's
+// trigger at at, whoever requested it: a forced rollout at or after the
+// trigger (the trigger itself, a drift deadline, a newer rolloutAfter, a
+// hand apply-pending), or an owner rollout started after it (it replaces
+// every machine on the latest payload, pending drift included). A
+// rollback returns to an older payload: it carries out nothing.
+func CarriesOut(initiator string, forcedAt *time.Time, started, at time.Time) bool {
+	if forcedAt != nil {
+		return !forcedAt.Before(at)
+	}
+	return initiator != string(rollout.InitiatorRollback) && !started.Before(at)
 }
 
 // carriedOut says what completed the trigger: its own record is done

@@ -10,8 +10,8 @@ import (
 type Action string
 
 // Actions, in the order the engine weighs them: a pool whose inputs do not
-// render is Invalid whatever else is asked; one whose target is gone is
-// Held; an owner change Creates or Starts; a due forced rollout Forces;
+// render is Invalid whatever else is asked; one whose target is gone, or
+// whose halted rollout holds a forced rollout that is due, is Held; an owner change Creates or Starts; a due forced rollout Forces;
 // what the pause holds is Deferred; a forced rollout in the future is
 // Scheduled; else None (a rollout in progress goes on).
 const (
@@ -87,6 +87,9 @@ const (
 	ForcedStarts    ForcedState = "Starts"
 	ForcedDeferred  ForcedState = "Deferred"
 	ForcedScheduled ForcedState = "Scheduled"
+	// ForcedHalted: the pool's rollout is halted by its health gate; the
+	// forced rollout waits for a resume or an owner change (ActionHold).
+	ForcedHalted ForcedState = "Halted"
 )
 
 // Forced is a forced-rollout request the engine weighed.

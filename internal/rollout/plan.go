@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"time"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -100,6 +101,9 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		return poolmath.CreatedBefore(md.MachinesCreated, at)
 	}
 	f := d.Forced
+	if f != nil && f.State == ForcedStarts && haltHolds(in, o.target) != nil {
+		f.State = ForcedHalted // health_halt.go: a halt holds until a resume or an owner change
+	}
 	switch {
 	case in.RenderErr != nil:
 		d.Action, d.Reason = ActionInvalid, in.RenderErr.Error()
@@ -109,6 +113,10 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		d.Action, d.Initiator, d.At, d.Machines = ActionCreate, InitiatorSpec, in.Now, d.Replicas
 	case o.started:
 		d.Action, d.Initiator, d.At, d.Machines = ActionStart, ownerInitiator(o.current, o.target), in.Now, owned
+	case f != nil && f.State == ForcedHalted:
+		d.Action, d.Initiator, d.At, d.Machines = ActionHold, f.Initiator, f.At, forcedMachines(f.At)
+		d.Reason = fmt.Sprintf("the rollout is halted by its health gate: the forced rollout (%s, machines created before %s) waits until `kubectl nodepool rollout resume` or an owner change",
+			f.Initiator, f.At.UTC().Format(time.RFC3339))
 	case f != nil && f.State == ForcedStarts:
 		d.Action, d.Initiator, d.At, d.Machines = ActionForce, f.Initiator, f.At, forcedMachines(f.At)
 	case o.deferred:

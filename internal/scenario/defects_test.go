@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,20 +13,12 @@ import (
 	"nodepool.dev/nodepool/internal/rollout"
 )
 
-// The defects of the combined gates: each scenario says the correct
-// behaviour. The fixes land on other branches; until they are merged the
-// scenarios run only with NODEPOOL_SCENARIO_DEFECTS=1.
-func defect(t *testing.T) {
-	t.Helper()
-	if os.Getenv("NODEPOOL_SCENARIO_DEFECTS") != "1" {
-		t.Skip("a known defect, fixed on another branch: set NODEPOOL_SCENARIO_DEFECTS=1 to run it")
-	}
-}
+// The defects found where gates meet (each failed on the engine before its
+// fix): each scenario says the correct behaviour.
 
 // 1. A forced InPlace rollout is health-gated: the next node waits for the
 // one updated to soak.
 func TestScenarioAForcedInPlaceRolloutIsHealthGated(t *testing.T) {
-	defect(t)
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
 		inPlace(np)
@@ -52,7 +43,6 @@ func TestScenarioAForcedInPlaceRolloutIsHealthGated(t *testing.T) {
 // 2. The canary holds the rest of its round: no machine beyond the canary
 // is made on an untested payload, whatever maxSurge is.
 func TestScenarioTheCanaryHoldsTheRestOfItsRound(t *testing.T) {
-	defect(t)
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 10, Edit: func(np *nodepoolv1.NodePool) {
 		np.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(3))
@@ -65,7 +55,6 @@ func TestScenarioTheCanaryHoldsTheRestOfItsRound(t *testing.T) {
 // 3. A halt outlives the failed machine: deleting it does not resume the
 // rollout.
 func TestScenarioAHaltOutlivesTheFailedMachine(t *testing.T) {
-	defect(t)
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
 		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
@@ -86,15 +75,36 @@ func TestScenarioAHaltOutlivesTheFailedMachine(t *testing.T) {
 	}
 }
 
+// Found by random seed 9: a person's apply-pending on a halted pool does
+// not roll the payload that failed onto every machine. The halt holds the
+// forced rollout (the decision says so) until a person resumes the pool or
+// the owner changes it; then it goes on.
+func TestScenarioAHaltHoldsAForcedRequestUntilAResume(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+	}})
+	badConfig(w, "c2", 10*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+	w.After(time.Hour, "person runs apply-pending", func(*World) { ApplyPending(p, "") })
+	var held rollout.Decision
+	w.After(90*time.Minute, "look at the decision", func(*World) { held = p.LastPlan().Decision })
+	run(t, w, 2*time.Hour) // AHaltedPoolBootsTheLastHealthyPayload
+	if p.Phase() != rollout.HealthHalted {
+		t.Errorf("phase %q, want Halted\n%s", p.Phase(), w.Trace())
+	}
+	if held.Action != rollout.ActionHold || held.Forced == nil || held.Forced.State != rollout.ForcedHalted || !strings.Contains(held.Reason, "resume") {
+		t.Errorf("decision %+v while halted, want the forced rollout held by the halt, saying how to resume\n%s", held, w.Trace())
+	}
+}
+
 // 4. A halted forced rollout boots the last healthy payload on its new
 // machines (scale-ups, repairs).
 func TestScenarioAHaltedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
-	defect(t)
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
 		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
 	}})
-	w.OptOut("NoMoreThanCanaryOnAnUntestedPayload", "defect 2 (the canary's round) would be reported first; this scenario is about the payload a halted pool boots")
 	w.Bad["renderer=r2"] = 10 * time.Minute
 	w.After(time.Minute, "platform bumps the renderer to r2 (bad after 10m)", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
 	w.After(2*time.Minute, "person runs apply-pending", func(*World) { ApplyPending(p, "") })
@@ -127,7 +137,6 @@ func fleetAtTheWindowsEnd(t *testing.T, edit func(*nodepoolv1.NodePool)) (*World
 // another request (here the pool's drift deadline, whose request is the
 // next window's opening, newer than the trigger).
 func TestScenarioAFleetWaveCompletesWhenAnotherRequestCarriedOutItsTrigger(t *testing.T) {
-	defect(t)
 	w, a := fleetAtTheWindowsEnd(t, func(np *nodepoolv1.NodePool) {
 		np.Spec.Management.Maintenance.DriftDeadline = &metav1.Duration{Duration: 24 * time.Hour}
 	})
@@ -140,10 +149,25 @@ func TestScenarioAFleetWaveCompletesWhenAnotherRequestCarriedOutItsTrigger(t *te
 	}
 }
 
+// Found by random seed 6: the fleet triggers a pool its window holds, and
+// before the window opens the owner changes the pool. That rollout replaces
+// every machine on the latest payload, drift included: the fleet's pool is
+// done, and its wave completes.
+func TestScenarioAnOwnerChangeAfterTheTriggerCarriesItOut(t *testing.T) {
+	w, a := fleetAtTheWindowsEnd(t, nil)
+	w.At(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), "owner of a edits the config to c2", func(*World) { a.Inputs.Config = "c2" })
+	run(t, w, 2*24*time.Hour) // FleetWavesComplete
+	if f := w.Fleets()[0]; f.Status.Phase != nodepoolv1.FleetPhaseComplete {
+		t.Errorf("fleet %s, want Complete\n%s", f.State(), w.Trace())
+	}
+	if r := lastRecord(a); r.Initiator != "spec" {
+		t.Errorf("last record %+v, want the owner's rollout (no second, forced one)\n%s", r, w.Trace())
+	}
+}
+
 // 6. A person's later apply-pending (an emergency) wins over the fleet's
 // older, held trigger.
 func TestScenarioAPersonsLaterApplyPendingWinsOverTheFleet(t *testing.T) {
-	defect(t)
 	w, a := fleetAtTheWindowsEnd(t, nil)
 	w.At(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), "person runs apply-pending --outside-windows --reason hotfix", func(*World) { ApplyPending(a, "hotfix") })
 	run(t, w, 2*24*time.Hour) // APersonsLaterRequestWins
@@ -155,7 +179,6 @@ func TestScenarioAPersonsLaterApplyPendingWinsOverTheFleet(t *testing.T) {
 // 7. The drift deadline counts from when the nodes first differed, not
 // from the component's latest value.
 func TestScenarioTheDriftDeadlineCountsFromTheFirstDifference(t *testing.T) {
-	defect(t)
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
 		nightly(np)
@@ -173,7 +196,6 @@ func TestScenarioTheDriftDeadlineCountsFromTheFirstDifference(t *testing.T) {
 
 // 9. On the fall-back night a sub-hourly window does not disappear.
 func TestScenarioASubHourlyWindowSurvivesTheFallBackNight(t *testing.T) {
-	defect(t)
 	for _, zone := range []string{"Europe/Berlin", "America/New_York"} {
 		t.Run(zone, func(t *testing.T) {
 			start := time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC)
@@ -202,7 +224,6 @@ func TestScenarioASubHourlyWindowSurvivesTheFallBackNight(t *testing.T) {
 
 // 10. A window's start stays put while the same (merged) window is open.
 func TestScenarioAWindowsStartStaysPutWhileItIsOpen(t *testing.T) {
-	defect(t)
 	w := New(time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC))
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
 		np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{
@@ -226,7 +247,6 @@ func TestScenarioAWindowsStartStaysPutWhileItIsOpen(t *testing.T) {
 // 11. AllMachinesReady agrees with a machine that soaks: it is not Ready
 // to Cluster API, and the message says which machine soaks.
 func TestScenarioAllMachinesReadySaysWhichMachineSoaks(t *testing.T) {
-	defect(t)
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
 		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)

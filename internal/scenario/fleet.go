@@ -82,12 +82,16 @@ func (f *Fleet) reconcile() {
 			// As the controller's record(): the newest forced rollout at
 			// or after the trigger, whoever asked for it.
 			for _, r := range p.History {
-				if r.ForcedAt == nil || r.ForcedAt.Before(sp.TriggeredAt.Time) {
+				if !fleet.CarriesOut(string(r.Initiator), r.ForcedAt, r.Started, sp.TriggeredAt.Time) {
 					continue
 				}
 				if obs.Record == nil || r.Revision > obs.Record.Revision {
-					at := r.ForcedAt.UTC()
-					obs.Record = &fleet.Record{Revision: r.Revision, Outcome: r.Outcome, Initiator: string(r.Initiator), ForcedAt: &at}
+					var at *time.Time
+					if r.ForcedAt != nil {
+						t := r.ForcedAt.UTC()
+						at = &t
+					}
+					obs.Record = &fleet.Record{Revision: r.Revision, Outcome: r.Outcome, Initiator: string(r.Initiator), ForcedAt: at}
 				}
 			}
 		}
