@@ -53,7 +53,10 @@ func (r *Reconciler) reportRefusals(pool *nodepoolv1.NodePool, refused []observe
 		}
 		payloadsRefused.WithLabelValues(f.Reason).Inc()
 		r.log(pool).Info("refusing a payload Secret: it is never read, protected or served as the pool's", "secret", f.Secret.Name, "reason", f.Reason, "detail", f.Err.Error())
-		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, nodepoolv1.EventPayloadRefused, "Read",
+		// The Secret is the event's related object: events of the same
+		// regarding, reason and action are merged into one series
+		// otherwise, and a second refused Secret would go unnamed.
+		r.Recorder.Eventf(pool, f.Secret, corev1.EventTypeWarning, nodepoolv1.EventPayloadRefused, "Read",
 			"payload Secret %s refused (%s): %v", f.Secret.Name, f.Reason, f.Err)
 	}
 }
