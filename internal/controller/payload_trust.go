@@ -92,7 +92,8 @@ func (r *Reconciler) checkStoredPayload(ctx context.Context, want *corev1.Secret
 		same = same && bytes.Equal(got.Data[k], v)
 	}
 	if !same {
-		payloadsRefused.WithLabelValues(secrets.RefusedContentMismatch).Inc()
+		// Reported as a name conflict; reading it reports it as refused
+		// (observe.readPayload), once per version.
 		return &conflictError{objects: []string{"Secret " + want.Name + " (not the payload the controller writes under this name)"}}
 	}
 	return nil
