@@ -25,6 +25,12 @@ const (
 	// EventPayloadMissing (Warning): a payload a token serves is gone; the
 	// token moves to the latest payload.
 	EventPayloadMissing = "PayloadMissing"
+	// EventPayloadRefused (Warning): a payload Secret carrying the pool's
+	// label is not used: not named for the payload it claims, content that
+	// does not give its hash, or the pool's payload name without the pool
+	// as its controller. The message names the Secret and why, never its
+	// content.
+	EventPayloadRefused = "PayloadRefused"
 	// EventUpdatingNode, EventNodeUpdated and EventDrainTimedOut (Warning)
 	// follow an InPlace pool's node updates.
 	EventUpdatingNode  = "UpdatingNode"

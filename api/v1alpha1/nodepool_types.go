@@ -306,6 +306,18 @@ type Management struct {
 	// +kubebuilder:default=OnNextRollout
 	ManagementUpdates ManagementUpdatePolicy `json:"managementUpdates,omitempty"`
 
+	// revisionHistoryLimit is how many finished rollout records
+	// (ControllerRevisions) the pool keeps besides a rollout in progress;
+	// the oldest beyond it are deleted. 0 keeps only a rollout in progress
+	// (rollout undo then has nothing to return to). At most 100:
+	// status.revisions lists every record kept. Default 10, like a
+	// Deployment's.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
 	// autoRepair, when set, makes the controller create and own a Cluster
 	// API MachineHealthCheck for the pool: a machine whose node does not
 	// start, or whose node is not Ready for too long, is deleted and

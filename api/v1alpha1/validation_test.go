@@ -99,6 +99,9 @@ func TestValidNodePoolsAreAccepted(t *testing.T) {
 		*m.InPlace.MaxUnavailable != intstr.FromInt32(1) || m.ManagementUpdates != v1.ManagementUpdatesOnNextRollout {
 		t.Errorf("defaults not applied as documented: %+v", m)
 	}
+	if m.RevisionHistoryLimit == nil || *m.RevisionHistoryLimit != 10 {
+		t.Errorf("spec.management.revisionHistoryLimit defaults to %v, want 10 (like a Deployment's)", m.RevisionHistoryLimit)
+	}
 }
 
 func TestInvalidNodePoolsAreRefusedWithActionableMessages(t *testing.T) {
@@ -127,6 +130,10 @@ func TestInvalidNodePoolsAreRefusedWithActionableMessages(t *testing.T) {
 		}, "maxSurge must be a non-negative number or a percentage"},
 		{"inPlace maxUnavailable 0", func(p *v1.NodePool) { p.Spec.Management.InPlace.MaxUnavailable = ptr.To(intstr.FromInt32(0)) },
 			"spec.management.inPlace.maxUnavailable must be at least 1"},
+		{"revisionHistoryLimit negative", func(p *v1.NodePool) { p.Spec.Management.RevisionHistoryLimit = ptr.To[int32](-1) },
+			"spec.management.revisionHistoryLimit: Invalid value: -1: spec.management.revisionHistoryLimit in body should be greater than or equal to 0"},
+		{"revisionHistoryLimit above 100", func(p *v1.NodePool) { p.Spec.Management.RevisionHistoryLimit = ptr.To[int32](101) },
+			"spec.management.revisionHistoryLimit in body should be less than or equal to 100"},
 		{"pausedUntil a word", func(p *v1.NodePool) { p.Spec.Management.PausedUntil = "tomorrow" },
 			`spec.management.pausedUntil must be "true", "false" or an RFC3339 time such as 2026-12-01T02:00:00Z, got "tomorrow"`},
 		{"pausedUntil a date without time", func(p *v1.NodePool) { p.Spec.Management.PausedUntil = "2026-12-01" },

@@ -473,6 +473,11 @@ func (in *Management) DeepCopyInto(out *Management) {
 		in, out := &in.RolloutAfter, &out.RolloutAfter
 		*out = (*in).DeepCopy()
 	}
+	if in.RevisionHistoryLimit != nil {
+		in, out := &in.RevisionHistoryLimit, &out.RevisionHistoryLimit
+		*out = new(int32)
+		**out = **in
+	}
 	if in.AutoRepair != nil {
 		in, out := &in.AutoRepair, &out.AutoRepair
 		*out = new(AutoRepair)

@@ -32,7 +32,9 @@ ControllerRevision per rollout, owned by the pool): who started each one
 (initiator spec, version, restart, platform or policy), its outcome, when it
 started and how long it took, its rollout and payload hashes (the prefixes in
 the user-data Secret names and node labels) and the payload components it
-changed.
+changed. The pool keeps the last spec.management.revisionHistoryLimit
+finished rollouts (default 10) and any in progress; the line after the table
+says how many.
 
 With --revision N, show that rollout in full: times, hashes, the ConfigMaps and
 Secrets it referenced with whether their content changed since, and the
@@ -75,7 +77,11 @@ owner-facing spec it rolled out (what rollout undo restores).`,
 				_, err := fmt.Fprintf(o.out(), "No rollouts recorded for %s yet.\n", poolRef(pool))
 				return err
 			}
-			return historyTable(o.now(), entries).print(o.out())
+			if err := historyTable(o.now(), entries).print(o.out()); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(o.out(), "\n%s", historyLimitNote(pool))
+			return err
 		},
 	}
 	cmd.Flags().Int64Var(&revision, "revision", 0, "show this revision in full")
@@ -282,4 +288,17 @@ func initiatorOf(e history.Entry) string {
 		return fmt.Sprintf("%s (of %d)", e.Initiator, e.RollbackOf)
 	}
 	return e.Initiator
+}
+
+// historyLimitNote says how many finished rollouts the pool's record keeps
+// (the controller prunes older ones).
+func historyLimitNote(pool *nodepoolv1.NodePool) string {
+	l := pool.Spec.Management.RevisionHistoryLimit
+	switch {
+	case l == nil:
+		return "Keeps as many finished rollouts as the controller's --history-limit (10 unless set): spec.management.revisionHistoryLimit is unset.\n"
+	case *l == 0:
+		return "Keeps no finished rollout, only one in progress (spec.management.revisionHistoryLimit: 0).\n"
+	}
+	return fmt.Sprintf("Keeps the last %d finished rollouts and any in progress (spec.management.revisionHistoryLimit).\n", *l)
 }

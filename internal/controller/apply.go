@@ -39,7 +39,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	if len(w.conflicts) > 0 {
 		return &conflictError{objects: w.conflicts}
 	}
-	if err := r.protectInUse(ctx, w); err != nil {
+	if err := r.protectInUse(ctx, pool, w); err != nil {
 		return err
 	}
 	for _, pl := range plan.Payloads {
@@ -139,12 +139,14 @@ func (r *Reconciler) storePayload(ctx context.Context, pool *nodepoolv1.NodePool
 		return fmt.Errorf("encoding payload %s: %w", payload.Short(pl.Hash), err)
 	}
 	controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
-	if err := r.createOwned(ctx, pool, s, "Secret"); err != nil && !errors.Is(err, errNotCached) {
-		// Payload Secrets are immutable and named after their content: one
-		// of the pool's own of this name is this payload.
-		return err
+	err = r.createOwned(ctx, pool, s, "Secret")
+	if errors.Is(err, errNotCached) {
+		// Payload Secrets are immutable and encoded deterministically: one
+		// of this name controlled by the pool is this payload only if it
+		// holds the same bytes (payload_trust.go).
+		return r.checkStoredPayload(ctx, s)
 	}
-	return nil
+	return err
 }
 
 // applyToken creates, repoints or rotates a token Secret. The controller is

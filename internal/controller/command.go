@@ -158,7 +158,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.DurationVar(&s.CleanupGracePeriod, "cleanup-grace-period", 10*time.Minute, "how long an unreferenced user-data, token or payload Secret is kept")
 	f.DurationVar(&s.ResyncPeriod, "resync-period", 5*time.Minute, "how often a settled pool is reconciled anyway")
 	f.DurationVar(&s.NodeAgentTimeout, "node-agent-timeout", 30*time.Minute, "how long an InPlace node's agent may take to finish an update before the pool's update holds as Degraded")
-	f.IntVar(&s.HistoryLimit, "history-limit", 10, "rollout revisions (ControllerRevisions) kept per pool")
+	f.IntVar(&s.HistoryLimit, "history-limit", 10, "finished rollout records (ControllerRevisions) kept for a pool whose spec.management.revisionHistoryLimit is unset")
 	f.StringVar(&s.NodeUpdateNamespace, "node-update-namespace", DefaultNodeUpdateNamespace, "namespace of each workload cluster where InPlace pools' node agents read the Secret to fetch their update with")
 	f.IntVar(&concurrency, "concurrency", 10, "pools reconciled in parallel")
 	f.Float64Var(&qps, "kube-api-qps", 200, "requests per second to the API server, sustained (a management bump patches every pool's status once)")

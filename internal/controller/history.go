@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,9 +18,13 @@ import (
 )
 
 // recordHistory writes the plan's rollout record as a new revision, marks
-// the one it supersedes, records a completion, and prunes old revisions.
+// the one it supersedes, records a completion, and prunes the oldest
+// finished revisions beyond the pool's limit (history.Limit): when it
+// writes, and when status.revisions lists more than the limit allows (the
+// limit was lowered).
 func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, plan rollout.Plan) error {
-	if plan.Record == nil && plan.Finish == "" {
+	limit := history.Limit(pool, r.Settings.HistoryLimit)
+	if plan.Record == nil && plan.Finish == "" && !overLimit(pool, limit) {
 		return nil
 	}
 	list := &appsv1.ControllerRevisionList{}
@@ -68,7 +73,7 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		}
 	}
 	if plan.Record == nil {
-		return nil
+		return r.prune(ctx, &owned, limit)
 	}
 	// Numbers go on from the highest any revision of the pool's label
 	// claims, so a revision someone else made never takes a record's name.
@@ -107,13 +112,29 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 	}
 	observeRolloutStarted(pool, e.Initiator)
 	owned = append(owned, *cr)
-	for len(owned) > r.Settings.HistoryLimit {
-		if err := r.Client.Delete(ctx, &owned[0]); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("pruning revision %d: %w", owned[0].Revision, err)
+	return r.prune(ctx, &owned, limit)
+}
+
+// prune deletes the oldest finished records beyond limit (never a rollout
+// in progress) and drops them from owned.
+func (r *Reconciler) prune(ctx context.Context, owned *[]appsv1.ControllerRevision, limit int) error {
+	gone := map[int64]bool{}
+	for _, cr := range history.Prunable(*owned, limit) {
+		if err := r.Client.Delete(ctx, &cr); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("pruning revision %d: %w", cr.Revision, err)
 		}
-		owned = owned[1:]
+		gone[cr.Revision] = true
 	}
+	*owned = slices.DeleteFunc(*owned, func(cr appsv1.ControllerRevision) bool { return gone[cr.Revision] })
 	return nil
+}
+
+// overLimit reports, from status.revisions alone (no read), whether the
+// pool may hold more records than its limit: more than the limit and one
+// in progress, or more than the limit while no rollout is under way.
+func overLimit(pool *nodepoolv1.NodePool, limit int) bool {
+	n := len(pool.Status.Revisions)
+	return n > limit+1 || (n > limit && pool.Status.Updating == "")
 }
 
 // sameRollout reports whether a revision in progress records the rollout

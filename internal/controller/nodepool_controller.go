@@ -63,6 +63,10 @@ type Reconciler struct {
 	// payloads decodes payload Secrets once (payloadmemo.go); nil decodes
 	// at every reconcile.
 	payloads *payloadMemo
+	// refusals are the payload Secret versions ("<uid>/<resourceVersion>")
+	// refused and reported already (payload_trust.go); nil reports each
+	// refusal at every reconcile.
+	refusals *lru[string, bool]
 	// pointers renders user-data for the payload server of the settings.
 	pointers atomic.Pointer[userdata.Renderer]
 }

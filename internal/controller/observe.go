@@ -47,6 +47,7 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	if err != nil {
 		return nil, err
 	}
+	r.reportRefusals(pool, o.Refused) // payload_trust.go
 	w := &world{md: o.MachineDeployment, ms: o.InPlaceSet, machines: o.Machines, userData: o.UserData, tokens: o.Tokens, decoded: o.DecodedTokens,
 		payloads: o.Payloads, unreadable: o.Unreadable, conflicts: o.Conflicts, sets: o.MachineSets}
 	in.DeletedInUse = deletedInUse(w)

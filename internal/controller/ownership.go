@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // conflictError says objects of names the pool uses exist and are not the
@@ -67,11 +68,14 @@ func (r *Reconciler) createOwned(ctx context.Context, pool *nodepoolv1.NodePool,
 // protectInUse puts the in-use finalizer on the pool's own user-data, token
 // and payload Secrets that lack it (made by an earlier version), so a
 // kubectl delete of one that machines still boot from waits for the
-// controller to find it unreferenced.
-func (r *Reconciler) protectInUse(ctx context.Context, w *world) error {
-	for _, group := range []map[string]*corev1.Secret{w.userData, w.tokens, w.payloads} {
+// controller to find it unreferenced. Only on Secrets of the names the
+// controller gives (namedByController): one that merely copies the pool's
+// labels and controller reference is never protected, so its maker can
+// delete it.
+func (r *Reconciler) protectInUse(ctx context.Context, pool *nodepoolv1.NodePool, w *world) error {
+	for kind, group := range map[string]map[string]*corev1.Secret{secrets.KindUserData: w.userData, secrets.KindToken: w.tokens, secrets.KindPayload: w.payloads} {
 		for key, s := range group {
-			if !s.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(s, nodepoolv1.FinalizerInUse) {
+			if !s.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(s, nodepoolv1.FinalizerInUse) || !namedByController(pool, w, kind, s) {
 				continue
 			}
 			patched := s.DeepCopy()

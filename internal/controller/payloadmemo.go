@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,6 +37,9 @@ type payloadMemo struct {
 type memoized struct {
 	resourceVersion string
 	payload         *payload.Payload
+	// refused is why the Secret at this resourceVersion is not used
+	// (a secrets.RefusedError): it is not read or inflated again.
+	refused error
 }
 
 // content is what payloads of the same fragments share.
@@ -52,8 +56,13 @@ func newPayloadMemo(payloads int, api client.Reader) *payloadMemo {
 // decode is a payload Secret's payload; a Secret seen before at the same
 // resourceVersion is not decoded again. The payload is read, never changed.
 func (m *payloadMemo) decode(ctx context.Context, pool string, s *corev1.Secret) (*payload.Payload, error) {
-	if e, ok := m.decoded.get(s.UID); ok && s.UID != "" && e.resourceVersion == s.ResourceVersion && e.payload.Pool == pool {
-		return e.payload, nil
+	if e, ok := m.decoded.get(s.UID); ok && s.UID != "" && e.resourceVersion == s.ResourceVersion {
+		if e.refused != nil {
+			return nil, e.refused
+		}
+		if e.payload.Pool == pool {
+			return e.payload, nil
+		}
 	}
 	if p := m.known(pool, s); p != nil {
 		m.decoded.put(s.UID, memoized{resourceVersion: s.ResourceVersion, payload: p})
@@ -68,6 +77,10 @@ func (m *payloadMemo) decode(ctx context.Context, pool string, s *corev1.Secret)
 	}
 	p, err := secrets.ToPayload(pool, whole)
 	if err != nil {
+		var refused *secrets.RefusedError
+		if errors.As(err, &refused) && s.UID != "" {
+			m.decoded.put(s.UID, memoized{resourceVersion: s.ResourceVersion, refused: err})
+		}
 		return nil, err
 	}
 	p.Ignition = nil
@@ -94,8 +107,8 @@ func (m *payloadMemo) decode(ctx context.Context, pool string, s *corev1.Secret)
 // known is the payload of a Secret whose manifest names fragments the memo
 // holds, read without inflating the Secret: after a restart, a fleet of
 // pools of the same inputs inflates one payload Secret per distinct
-// manifest, not one per pool. The manifest must give the Secret's hash for
-// this pool. The fragments come from a Secret decoded and checked whole
+// manifest, not one per pool. The Secret must have its payload's name and
+// its manifest must give the Secret's hash for this pool (ToManifest). The fragments come from a Secret decoded and checked whole
 // before; this Secret's own fragments and Ignition are not checked (the
 // payload server checks what it serves). nil: decode it whole.
 func (m *payloadMemo) known(pool string, s *corev1.Secret) *payload.Payload {

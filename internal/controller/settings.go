@@ -26,7 +26,8 @@ type Settings struct {
 	CleanupGracePeriod time.Duration
 	// ResyncPeriod is how often a settled pool is looked at again. Default 5m.
 	ResyncPeriod time.Duration
-	// HistoryLimit is how many rollout revisions a pool keeps. Default 10.
+	// HistoryLimit is how many finished rollout records a pool whose
+	// spec.management.revisionHistoryLimit is unset keeps. Default 10.
 	HistoryLimit int
 	// NodeAgentTimeout is how long an InPlace node's agent may take to
 	// finish an update before the pool's update holds as Degraded; 0 waits

@@ -86,6 +86,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	settings.Default()
 	reader := newInputReader(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), 1024)
 	r.payloads = newPayloadMemo(2*settings.RenderCacheSize, mgr.GetAPIReader())
+	r.refusals = newLRU[string, bool](4096)
 	if r.renders, err = newRenderCache(reader, settings.Inputs, settings.RenderCacheSize); err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ references do not cascade and namespaces are never finalised.`,
 	f.DurationVar(&o.Controller.TokenTTL, "token-ttl", time.Hour, "controller: how long a machine token is valid; it rotates at half of it (production: 4h)")
 	f.DurationVar(&o.Controller.CleanupGracePeriod, "cleanup-grace-period", 30*time.Second, "controller: how long an unreferenced user-data, token or payload Secret is kept (production: 10m)")
 	f.DurationVar(&o.Controller.ResyncPeriod, "resync-period", 30*time.Second, "controller: how often a settled pool is reconciled anyway (production: 5m)")
-	f.IntVar(&o.Controller.HistoryLimit, "history-limit", 10, "controller: rollout revisions (ControllerRevisions) kept per pool")
+	f.IntVar(&o.Controller.HistoryLimit, "history-limit", 10, "controller: finished rollout records (ControllerRevisions) kept for a pool whose spec.management.revisionHistoryLimit is unset")
 	f.IntVar(&o.ControllerConcurrency, "concurrency", 4, "controller: pools reconciled in parallel")
 	f.StringVar(&o.ControllerMetricsAddress, "metrics-bind-address", "0", `controller: address of the Prometheus metrics endpoint, such as 127.0.0.1:8080 ("0" disables it)`)
 

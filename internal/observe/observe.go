@@ -69,12 +69,16 @@ type Objects struct {
 	// pool's (no controller reference to it), as "Kind name": they are
 	// never read as the pool's, patched or deleted.
 	Conflicts []string
+	// Refused are the payload Secrets of the pool's labels that are not
+	// used (secrets.CheckPayloadName, secrets.DecodePayload), with why.
+	Refused []Refusal
 }
 
 // Read reads the pool's MachineDeployment, MachineSets, Machines and owned
 // Secrets through c, and fills in.MachineDeployment, in.UserData,
-// in.Tokens, in.Payloads and in.Referenced. A token or payload Secret that
-// cannot be decoded is skipped and logged on log. Nodes are not read: they
+// in.Tokens, in.Payloads and in.Referenced. A token Secret that cannot be
+// decoded is skipped and logged on log; a payload Secret that is not
+// used is in Objects.Refused (readPayload). Nodes are not read: they
 // live in the workload cluster.
 func Read(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, in *rollout.Input, log logr.Logger) (*Objects, error) {
 	return ReadWith(ctx, c, pool, in, log, DecodeWhole)
@@ -182,6 +186,10 @@ func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, i
 	in.Payloads = map[string]*payload.Payload{}
 	for i := range sList.Items {
 		s := &sList.Items[i]
+		if secrets.KindOf(s) == secrets.KindPayload {
+			readPayload(ctx, pool, s, o, in, decode, log)
+			continue
+		}
 		if !metav1.IsControlledBy(s, pool) {
 			continue
 		}
@@ -202,14 +210,6 @@ func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, i
 				tok.FirstFetch = &at
 			}
 			in.Tokens[s.Name] = tok
-		case secrets.KindPayload:
-			pl, err := decode(ctx, pool.Name, s)
-			if err != nil {
-				log.Error(err, "ignoring an unreadable payload Secret", "secret", s.Name)
-				continue
-			}
-			o.Payloads[pl.Hash] = s
-			in.Payloads[pl.Hash] = pl
 		}
 	}
 

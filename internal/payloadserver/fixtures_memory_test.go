@@ -37,7 +37,7 @@ func memIndex(t testing.TB) (*Index, map[string]memPool) {
 	add := func(ns, pool, token, previous string, withPayload bool) {
 		p := testPayload(ns, pool, "v1", 2<<10)
 		if withPayload {
-			s, err := secrets.NewPayloadSecret(ns, pool+"-payload", p)
+			s, err := secrets.NewPayloadSecret(ns, payloadName(p), p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -68,7 +68,7 @@ func FuzzVerifyPayload(f *testing.F) {
 // payloadSecretUnchecked is the payload Secret of p.
 func payloadSecretUnchecked(t testing.TB, p secrets.Payload) *corev1.Secret {
 	t.Helper()
-	s, err := secrets.NewPayloadSecret("n1", p.Pool+"-payload", p)
+	s, err := secrets.NewPayloadSecret("n1", payloadName(p), p)
 	if err != nil {
 		t.Fatal(err)
 	}

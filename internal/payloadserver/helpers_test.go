@@ -326,6 +326,10 @@ func createPayload(t testing.TB, c client.Client, ns string, p secrets.Payload, 
 
 // createPayloadNamed creates a payload Secret of p named name, controlled by
 // the NodePool of UID owner ("": none), after mut (if any) edits it.
+// payloadName is the name the controller gives payload p's Secret, the
+// only one the server serves it from.
+func payloadName(p secrets.Payload) string { return secrets.PayloadSecretName(p.Pool, p.Hash) }
+
 func createPayloadNamed(t testing.TB, c client.Client, ns, name string, p secrets.Payload, owner types.UID, mut func(*corev1.Secret)) *corev1.Secret {
 	t.Helper()
 	s, err := secrets.NewPayloadSecret(ns, name, p)

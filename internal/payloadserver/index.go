@@ -27,7 +27,8 @@ import (
 //
 // A payload Secret is indexed only once its content is verified (see
 // verifyPayload): its Ignition config is the composition of its fragments
-// and hashes to the payload hash it claims. A Secret that fails, or that a
+// and hashes to the payload hash it claims, and its name is the one the
+// controller gives that payload. A Secret that fails, or that a
 // token Secret of another controller asks for, is never served, whatever
 // its name sorts as; each is reported once to IndexLimits.OnIgnored.
 //
@@ -229,8 +230,9 @@ func (ix *Index) Lookup(token string) (Match, bool) {
 	s := e.secret
 	m := Match{Secret: s.ref, Pool: s.pool, PayloadHash: s.payloadHash, FirstFetchRecorded: s.firstFetchRecorded}
 	// Every candidate has verified content; only one controlled by the
-	// token Secret's own NodePool is served, whatever the names. Two such
-	// candidates hold the same bytes.
+	// token Secret's own NodePool is served. All have the payload's name
+	// (verifyPayload): more than one is the same Secret deleted and made
+	// again, and they hold the same bytes.
 	for _, pe := range ix.payloads[payloadKey{s.ref.Namespace, s.pool, s.payloadHash}] {
 		if pe.owner == s.owner {
 			if m.Payload == nil {

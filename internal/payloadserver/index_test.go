@@ -18,7 +18,7 @@ func TestIndexResolvesATokenOnlyInItsOwnNamespaceAndPool(t *testing.T) {
 		ns string
 		p  secrets.Payload
 	}{{"n1", a}, {"n1", b}} {
-		if err := ix.Upsert(payloadSecret(t, s.ns, s.p.Pool+"-payload", s.p, "1")); err != nil {
+		if err := ix.Upsert(payloadSecret(t, s.ns, payloadName(s.p), s.p, "1")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestIndexResolvesATokenOnlyInItsOwnNamespaceAndPool(t *testing.T) {
 func TestIndexRefusesATokenClaimedByTwoSecrets(t *testing.T) {
 	ix := NewIndex()
 	p := testPayload("n1", "a", "v1", 100)
-	if err := ix.Upsert(payloadSecret(t, "n1", "a-payload", p, "1")); err != nil {
+	if err := ix.Upsert(payloadSecret(t, "n1", payloadName(p), p, "1")); err != nil {
 		t.Fatal(err)
 	}
 	shared := newToken(t)
@@ -78,7 +78,7 @@ func TestIndexRefusesATokenClaimedByTwoSecrets(t *testing.T) {
 func TestIndexUpdatesReplaceWhatASecretContributed(t *testing.T) {
 	ix := NewIndex()
 	p := testPayload("n1", "a", "v1", 100)
-	if err := ix.Upsert(payloadSecret(t, "n1", "a-payload", p, "1")); err != nil {
+	if err := ix.Upsert(payloadSecret(t, "n1", payloadName(p), p, "1")); err != nil {
 		t.Fatal(err)
 	}
 	t1, t2, t3 := newToken(t), newToken(t), newToken(t)
@@ -132,31 +132,35 @@ func TestIndexUpdatesReplaceWhatASecretContributed(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-token"})
-	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-payload"})
+	ix.Delete(types.NamespacedName{Namespace: "n1", Name: payloadName(p)})
 	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "never-seen"})
 	if st := ix.Stats(); st != (IndexStats{}) {
 		t.Fatalf("stats after deleting everything %+v", st)
 	}
 }
 
-func TestIndexKeepsAPayloadWhileAnotherSecretWithItsHashRemains(t *testing.T) {
+// TestIndexServesAPayloadFromTheSecretOfItsNameOnly: a copy of a payload
+// under another name is refused, and neither its arrival nor its deletion
+// changes what the Secret of the payload's name serves.
+func TestIndexServesAPayloadFromTheSecretOfItsNameOnly(t *testing.T) {
 	ix := NewIndex()
 	p := testPayload("n1", "a", "v1", 100)
-	for _, name := range []string{"a-payload-1", "a-payload-2"} {
-		if err := ix.Upsert(payloadSecret(t, "n1", name, p, "1")); err != nil {
-			t.Fatal(err)
-		}
+	if err := ix.Upsert(payloadSecret(t, "n1", "a-payload-copy", p, "1")); err == nil {
+		t.Fatal("a copy under another name was indexed")
+	}
+	if err := ix.Upsert(payloadSecret(t, "n1", payloadName(p), p, "1")); err != nil {
+		t.Fatal(err)
 	}
 	tok := newToken(t)
 	if err := ix.Upsert(tokenSecretObj(t, "n1", "a-token", secrets.Token{Pool: "a", Current: tok, RotatedAt: time.Now(), PayloadHash: p.Hash}, "1")); err != nil {
 		t.Fatal(err)
 	}
-	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-payload-1"})
+	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-payload-copy"})
 	if m, _ := ix.Lookup(tok); m.Payload == nil {
-		t.Fatal("the payload went with one of its two Secrets")
+		t.Fatal("the payload went with a copy of another name")
 	}
-	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-payload-2"})
+	ix.Delete(types.NamespacedName{Namespace: "n1", Name: payloadName(p)})
 	if m, _ := ix.Lookup(tok); m.Payload != nil {
-		t.Fatal("the payload outlived its Secrets")
+		t.Fatal("the payload outlived its Secret")
 	}
 }

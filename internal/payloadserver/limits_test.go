@@ -118,32 +118,33 @@ func TestIndexBoundsPayloadsPerPoolAndBytes(t *testing.T) {
 		}
 		return out
 	}
-	upsert := func(ix *Index, name string, p secrets.Payload) error {
+	upsert := func(ix *Index, p secrets.Payload) error {
 		t.Helper()
-		return ix.Upsert(payloadSecret(t, "n1", name, p, "1"))
+		return ix.Upsert(payloadSecret(t, "n1", payloadName(p), p, "1"))
 	}
+	pa := func(i int) secrets.Payload { return testPayload("n1", "a", fmt.Sprint(i), 1<<10) }
 
 	t.Run("per pool", func(t *testing.T) {
 		ignored = nil
 		ix := NewIndexWithLimits(IndexLimits{MaxPayloadsPerPool: 2, OnIgnored: onIgnored})
 		for i := range 3 {
-			err := upsert(ix, fmt.Sprintf("a-%d", i), testPayload("n1", "a", fmt.Sprint(i), 1<<10))
+			err := upsert(ix, pa(i))
 			if (i < 2) != (err == nil) {
 				t.Fatalf("payload %d: %v", i, err)
 			}
 		}
-		if err := upsert(ix, "b-0", testPayload("n1", "b", "0", 1<<10)); err != nil {
+		if err := upsert(ix, testPayload("n1", "b", "0", 1<<10)); err != nil {
 			t.Fatalf("another pool is not limited by the first: %v", err)
 		}
 		if got := reasons(); len(got) != 1 || got[0] != ReasonPoolLimit {
 			t.Fatalf("ignored %v", got)
 		}
-		if d := ix.Deferred(); len(d) != 1 || d[0].Name != "a-2" {
+		if d := ix.Deferred(); len(d) != 1 || d[0].Name != payloadName(pa(2)) {
 			t.Fatalf("deferred %v", d)
 		}
 		// A payload leaves: the deferred one fits.
-		ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-0"})
-		if err := upsert(ix, "a-2", testPayload("n1", "a", "2", 1<<10)); err != nil {
+		ix.Delete(types.NamespacedName{Namespace: "n1", Name: payloadName(pa(0))})
+		if err := upsert(ix, pa(2)); err != nil {
 			t.Fatal(err)
 		}
 		if st := ix.Stats(); st.PayloadSecrets != 3 || len(ix.Deferred()) != 0 {
@@ -155,7 +156,7 @@ func TestIndexBoundsPayloadsPerPoolAndBytes(t *testing.T) {
 		ignored = nil
 		ix := NewIndexWithLimits(IndexLimits{MaxPayloadsPerPool: 1, OnIgnored: onIgnored})
 		for i, owner := range []types.UID{"forged-1", "forged-1", "real"} {
-			s := payloadSecret(t, "n1", fmt.Sprintf("a-%d", i), testPayload("n1", "a", fmt.Sprint(i), 1<<10), "1")
+			s := payloadSecret(t, "n1", payloadName(pa(i)), pa(i), "1")
 			controlledBy(s, "a", owner)
 			err := ix.Upsert(s)
 			if (i != 1) != (err == nil) {
@@ -170,15 +171,16 @@ func TestIndexBoundsPayloadsPerPoolAndBytes(t *testing.T) {
 	t.Run("bytes", func(t *testing.T) {
 		ignored = nil
 		one := testPayload("n1", "a", "0", 64<<10)
+		pp := func(i int) secrets.Payload { return testPayload("n1", fmt.Sprintf("pool-%d", i), "0", 64<<10) }
 		probe := NewIndex()
-		if err := upsert(probe, "probe", one); err != nil {
+		if err := upsert(probe, one); err != nil {
 			t.Fatal(err)
 		}
 		size := probe.Stats().Bytes
 		ix := NewIndexWithLimits(IndexLimits{MaxBytes: 3*size + size/2, OnIgnored: onIgnored})
 		var held int64
 		for i := range 10 {
-			err := upsert(ix, fmt.Sprintf("p-%d", i), testPayload("n1", fmt.Sprintf("pool-%d", i), "0", 64<<10))
+			err := upsert(ix, pp(i))
 			if err == nil {
 				held++
 			}
@@ -195,7 +197,7 @@ func TestIndexBoundsPayloadsPerPoolAndBytes(t *testing.T) {
 			}
 		}
 		for i := range 10 {
-			ix.Delete(types.NamespacedName{Namespace: "n1", Name: fmt.Sprintf("p-%d", i)})
+			ix.Delete(types.NamespacedName{Namespace: "n1", Name: payloadName(pp(i))})
 		}
 		if st := ix.Stats(); st.Bytes != 0 || st.PayloadSecrets != 0 {
 			t.Fatalf("stats after deleting every payload %+v", st)
@@ -205,7 +207,7 @@ func TestIndexBoundsPayloadsPerPoolAndBytes(t *testing.T) {
 
 func TestTransformKeepsOnlyWhatTheIndexReads(t *testing.T) {
 	p := testPayload("n1", "a", "v1", 1<<10)
-	s := payloadSecret(t, "n1", "a-payload", p, "1")
+	s := payloadSecret(t, "n1", payloadName(p), p, "1")
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	s.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = "{...everything...}"
 	s.Data["extra"] = bytes.Repeat([]byte("x"), 1<<10)
@@ -268,7 +270,7 @@ func TestIndexTransformVerifiesOnTheWayIn(t *testing.T) {
 	var ignored []string
 	ix := NewIndexWithLimits(IndexLimits{OnIgnored: func(e *IgnoredError) { ignored = append(ignored, e.Reason) }})
 	p := testPayload("n1", "a", "v1", 8<<10)
-	s := payloadSecret(t, "n1", "a-payload", p, "1")
+	s := payloadSecret(t, "n1", payloadName(p), p, "1")
 	s.UID = "uid-1"
 	if _, err := ix.Transform(s); err != nil {
 		t.Fatal(err)
@@ -314,7 +316,7 @@ func TestIndexTransformVerifiesOnTheWayIn(t *testing.T) {
 		t.Fatalf("the forgery: %v, want %s", err, ReasonContentMismatch)
 	}
 	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "aaa-forged"})
-	ix.Delete(types.NamespacedName{Namespace: "n1", Name: "a-payload"})
+	ix.Delete(types.NamespacedName{Namespace: "n1", Name: payloadName(p)})
 	if len(ix.verdicts.byName) != 0 {
 		t.Fatalf("%d verdicts kept after the Secrets are deleted", len(ix.verdicts.byName))
 	}
@@ -323,7 +325,7 @@ func TestIndexTransformVerifiesOnTheWayIn(t *testing.T) {
 func TestIndexTransformIsIdempotent(t *testing.T) {
 	ix := NewIndex()
 	p := testPayload("n1", "a", "v1", 1<<10)
-	s := payloadSecret(t, "n1", "a-payload", p, "1")
+	s := payloadSecret(t, "n1", payloadName(p), p, "1")
 	s.UID = "uid-1"
 	for range 3 {
 		if _, err := ix.Transform(s); err != nil {
@@ -341,9 +343,9 @@ func TestIndexTransformIsIdempotent(t *testing.T) {
 func TestVerdictOfASecretCreatedAgainSurvivesTheOldDeletion(t *testing.T) {
 	ix := NewIndex()
 	p := testPayload("n1", "a", "v1", 1<<10)
-	old := payloadSecret(t, "n1", "a-payload", p, "1")
+	old := payloadSecret(t, "n1", payloadName(p), p, "1")
 	old.UID = "uid-1"
-	again := payloadSecret(t, "n1", "a-payload", p, "2")
+	again := payloadSecret(t, "n1", payloadName(p), p, "2")
 	again.UID = "uid-2"
 	for _, s := range []*corev1.Secret{old, again} {
 		if _, err := ix.Transform(s); err != nil {
@@ -353,7 +355,7 @@ func TestVerdictOfASecretCreatedAgainSurvivesTheOldDeletion(t *testing.T) {
 	if err := ix.Upsert(old); err != nil {
 		t.Fatal(err)
 	}
-	ix.DeleteIncarnation(types.NamespacedName{Namespace: "n1", Name: "a-payload"}, old.UID)
+	ix.DeleteIncarnation(types.NamespacedName{Namespace: "n1", Name: payloadName(p)}, old.UID)
 	if err := ix.Upsert(again); err != nil {
 		t.Fatalf("the Secret created again lost its verdict with the old one: %v", err)
 	}

@@ -103,11 +103,13 @@ func TestForgedPayloadSecretsAreNeverServed(t *testing.T) {
 		"aaa-controlled-by-another-pool-name": {p: real, mut: func(s *corev1.Secret) {
 			controlledBy(s, "someone-else", uid)
 		}, reason: ReasonNotOwned},
-		// Exact copies of the real content: not controlled, or controlled
-		// by another incarnation of the pool. Never served to the pool's
-		// token (shown once the real Secret is gone).
-		"aaa-copy-not-owned":            {p: real, reason: ReasonOwnerMismatch},
-		"aaa-copy-owned-by-another-uid": {p: real, owner: uuid.NewUUID(), reason: ReasonOwnerMismatch},
+		// Exact copies of the real content under another name: not
+		// controlled, controlled by another incarnation of the pool, or by
+		// the pool itself. Only the Secret of the payload's name is ever
+		// served (shown once the real Secret is gone).
+		"aaa-copy-not-owned":            {p: real, reason: ReasonNameMismatch},
+		"aaa-copy-owned-by-another-uid": {p: real, owner: uuid.NewUUID(), reason: ReasonNameMismatch},
+		"aaa-copy-owned-by-the-pool":    {p: real, owner: uid, reason: ReasonNameMismatch},
 	}
 	for name, f := range forgeries {
 		createPayloadNamed(t, e.Client, ns, name, f.p, f.owner, f.mut)

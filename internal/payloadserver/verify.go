@@ -48,12 +48,18 @@ const (
 	// ReasonIndexFull: indexing the payload would exceed the index's byte
 	// budget.
 	ReasonIndexFull = "index_full"
+	// ReasonNameMismatch: the Secret's content is a payload of its pool,
+	// but its name is not the one the controller gives that payload
+	// (secrets.PayloadSecretName): only the Secret of that name, unique in
+	// its namespace, is served.
+	ReasonNameMismatch = "name_mismatch"
 )
 
 // IgnoredReasons lists every reason, so the metric starts at 0 for each.
 var IgnoredReasons = []string{
 	ReasonInvalid, ReasonTooLarge, ReasonNotOwned, ReasonHashMismatch,
 	ReasonContentMismatch, ReasonOwnerMismatch, ReasonPoolLimit, ReasonIndexFull,
+	ReasonNameMismatch,
 }
 
 // IgnoredError says why a payload Secret is not served. Its message names
@@ -140,8 +146,10 @@ func poolController(obj metav1.Object, pool string) (types.UID, error) {
 // controller renders for that payload hash: forging one for a hash means
 // finding a sha256 collision. Its controller owner reference is returned
 // for the index to match against the token Secret's; a controller other
-// than the NodePool of its pool label is refused here. The Secret's name is
-// not trusted and not checked.
+// than the NodePool of its pool label is refused here. Last, its name must
+// be the one the controller gives that payload (secrets.PayloadSecretName):
+// a Secret of another name, even an exact copy, is never served (checked
+// after the content, so a forgery is reported for what is forged in it).
 func verifyPayload(s *corev1.Secret, maxBytes int) (*payloadEntry, error) {
 	pe, err := payloadHeader(s, maxBytes)
 	if err != nil {
@@ -149,6 +157,10 @@ func verifyPayload(s *corev1.Secret, maxBytes int) (*payloadEntry, error) {
 	}
 	if err := checkContent(s, pe, maxBytes); err != nil {
 		return nil, err
+	}
+	if want := secrets.PayloadSecretName(pe.key.pool, pe.key.hash); s.Name != want {
+		return nil, &IgnoredError{Secret: pe.secret, Reason: ReasonNameMismatch, Err: fmt.Errorf(
+			"it holds payload %s of pool %s, which only the Secret %s holds", payload.Short(pe.key.hash), pe.key.pool, want)}
 	}
 	return pe, nil
 }

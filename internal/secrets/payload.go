@@ -126,54 +126,73 @@ func NewPayloadSecret(namespace, name string, p Payload) (*corev1.Secret, error)
 	}, nil
 }
 
-// DecodePayload reads a payload Secret whole. It fails, saying which label,
-// annotation or key is wrong, unless s is a complete payload Secret whose
-// fragments match its manifest.
+// DecodePayload reads a payload Secret whole. It fails, with a
+// RefusedError saying which label, annotation or key is wrong, unless s is
+// a complete payload Secret named for the payload it claims
+// (CheckPayloadName), whose fragments match its manifest and whose pool and
+// manifest give its hash (payload_trust.go). Its Ignition config is checked
+// to inflate to JSON, not to be the composition of its fragments: the
+// controller composes from the fragments, and the payload server checks
+// what it serves.
 func DecodePayload(s *corev1.Secret) (Payload, error) {
 	ign, err := DecodeIgnition(s)
 	if err != nil {
+		return Payload{}, &RefusedError{Reason: RefusedInvalid, Err: err}
+	}
+	if err := CheckPayloadName(s); err != nil {
 		return Payload{}, err
 	}
 	p := Payload{Pool: ign.Pool, Hash: ign.Hash, Ignition: ign.JSON}
-	fail := func(err error) (Payload, error) {
-		return Payload{}, fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)
+	fail := func(reason string, err error) (Payload, error) {
+		return Payload{}, refused(s, reason, err)
 	}
 	if err := json.Unmarshal(s.Data[KeyManifest], &p.Manifest); err != nil || p.Manifest == nil {
-		return fail(fmt.Errorf("%s is not a JSON object of component digests", KeyManifest))
+		return fail(RefusedInvalid, fmt.Errorf("%s is not a JSON object of component digests", KeyManifest))
 	}
 	raw, err := Gunzip(s.Data[KeyFragments])
 	if err != nil {
-		return fail(fmt.Errorf("%s: %w", KeyFragments, err))
+		return fail(RefusedInvalid, fmt.Errorf("%s: %w", KeyFragments, err))
 	}
 	var frags map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &frags); err != nil || frags == nil {
-		return fail(fmt.Errorf("%s is not a JSON object of component fragments", KeyFragments))
+		return fail(RefusedInvalid, fmt.Errorf("%s is not a JSON object of component fragments", KeyFragments))
 	}
 	p.Fragments = make(map[string][]byte, len(frags))
 	for c, f := range frags {
 		p.Fragments[c] = []byte(f)
 	}
 	if err := validateFragments(p.Manifest, p.Fragments); err != nil {
-		return fail(err)
+		return fail(RefusedContentMismatch, err)
+	}
+	if err := checkPayloadHash(s, p.Pool, p.Hash, p.Manifest); err != nil {
+		return Payload{}, err
 	}
 	return p, nil
 }
 
 // PayloadIdentity reads what names a payload Secret's payload without
 // inflating anything: its pool, its hash and its manifest. It checks the
-// Secret's kind, the pool label, the hash annotation and label, and that
-// the manifest is a JSON object; not that the fragments and Ignition match
-// it (DecodePayload does; the payload server does before serving).
+// Secret's kind, the pool label, the hash annotation and label, its name
+// (CheckPayloadName), that the manifest is a JSON object and that the pool
+// and manifest give the hash; not that the fragments and Ignition match
+// the manifest (DecodePayload does the fragments; the payload server
+// checks both before serving). Its errors are RefusedErrors.
 func PayloadIdentity(s *corev1.Secret) (pool, hash string, manifest map[string]string, err error) {
 	if err := checkKind(s, KindPayload, TypePayload); err != nil {
-		return "", "", nil, err
+		return "", "", nil, &RefusedError{Reason: RefusedInvalid, Err: err}
 	}
 	pool, hash, errs := identity(s)
 	if err := json.Unmarshal(s.Data[KeyManifest], &manifest); err != nil || manifest == nil {
 		errs = append(errs, fmt.Errorf("%s is not a JSON object of component digests", KeyManifest))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return "", "", nil, fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)
+		return "", "", nil, refused(s, RefusedInvalid, err)
+	}
+	if err := CheckPayloadName(s); err != nil {
+		return "", "", nil, err
+	}
+	if err := checkPayloadHash(s, pool, hash, manifest); err != nil {
+		return "", "", nil, err
 	}
 	return pool, hash, manifest, nil
 }

@@ -13,12 +13,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/secrets"
 )
 
 func hashOf(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// manifestHash is the payload hash of pool and manifest m, as the
+// controller computes it.
+func manifestHash(pool string, m map[string]string) string {
+	byComponent := payload.Manifest{}
+	for name, d := range m {
+		c, err := inputs.ParseComponent(name)
+		if err != nil {
+			panic(err)
+		}
+		byComponent[c] = d
+	}
+	return payload.HashOf(pool, byComponent)
 }
 
 func digest(b []byte) string {
@@ -55,7 +71,7 @@ func validPayload() secrets.Payload {
 	}
 	return secrets.Payload{
 		Pool:      "workers",
-		Hash:      hashOf("p1"),
+		Hash:      manifestHash("workers", m),
 		Ignition:  []byte(`{"ignition":{"version":"3.5.0"},"storage":{"files":[]}}`),
 		Manifest:  m,
 		Fragments: frags,
@@ -188,7 +204,7 @@ func TestFirstFetch(t *testing.T) {
 
 func TestPayloadSecretRoundTrip(t *testing.T) {
 	p := validPayload()
-	s, err := secrets.NewPayloadSecret("team-a", "workers-payload-0123", p)
+	s, err := secrets.NewPayloadSecret("team-a", secrets.PayloadSecretName(p.Pool, p.Hash), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +229,7 @@ func TestPayloadSecretRoundTrip(t *testing.T) {
 	if !bytes.Equal(ign.JSON, p.Ignition) || ign.Pool != p.Pool || ign.Hash != p.Hash || !bytes.Equal(ign.Gzip, s.Data[secrets.KeyIgnition]) {
 		t.Fatalf("DecodeIgnition: %+v", ign)
 	}
-	again, err := secrets.NewPayloadSecret("team-a", "workers-payload-0123", p)
+	again, err := secrets.NewPayloadSecret("team-a", secrets.PayloadSecretName(p.Pool, p.Hash), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +267,8 @@ func TestNewPayloadSecretRefusesInconsistentPayloads(t *testing.T) {
 
 func TestDecodePayloadSaysWhatIsWrong(t *testing.T) {
 	secret := func(mut func(*corev1.Secret)) *corev1.Secret {
-		s, err := secrets.NewPayloadSecret("ns", "n", validPayload())
+		p := validPayload()
+		s, err := secrets.NewPayloadSecret("ns", secrets.PayloadSecretName(p.Pool, p.Hash), p)
 		if err != nil {
 			t.Fatal(err)
 		}

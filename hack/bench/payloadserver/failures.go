@@ -108,7 +108,7 @@ func measureIndex(pools, size int) error {
 		if err != nil {
 			return err
 		}
-		ps, err := secrets.NewPayloadSecret("bench", pool+"-payload", p)
+		ps, err := secrets.NewPayloadSecret("bench", secrets.PayloadSecretName(pool, p.Hash), p)
 		if err != nil {
 			return err
 		}

@@ -236,7 +236,7 @@ func composedFor(pool string, size int) (secrets.Payload, error) {
 // and http.Server settings over an index holding one pool.
 func startPayloadServer(p secrets.Payload, token string, cert *tls.Certificate, limiter *payloadserver.FailureLimiter) (target, error) {
 	ix := payloadserver.NewIndex()
-	ps, err := secrets.NewPayloadSecret("bench", "bench-payload", p)
+	ps, err := secrets.NewPayloadSecret("bench", secrets.PayloadSecretName(p.Pool, p.Hash), p)
 	if err != nil {
 		return target{}, err
 	}

@@ -164,7 +164,7 @@ func storePool(ctx context.Context, env *harness.Env, ns string, i, size int, to
 	if err != nil {
 		return err
 	}
-	ps, err := secrets.NewPayloadSecret(ns, pool+"-payload", p)
+	ps, err := secrets.NewPayloadSecret(ns, secrets.PayloadSecretName(pool, p.Hash), p)
 	if err != nil {
 		return err
 	}
