@@ -65,7 +65,7 @@ func (f *Fleet) reconcile() {
 			}
 		}
 		f.Status = st
-		f.due = w.Now
+		f.due = w.Now.Add(time.Second) // the controller looks again once its cache has the pools' states
 		return
 	}
 	members := f.members()

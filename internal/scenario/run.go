@@ -202,6 +202,9 @@ func (w *World) next() time.Time {
 	}
 	for _, f := range w.fleets {
 		consider(f.due)
+		if f.watch && !f.terminal() {
+			consider(w.Now.Add(time.Second)) // a pool it watches changed
+		}
 	}
 	return next
 }

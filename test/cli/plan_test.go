@@ -29,7 +29,12 @@ import (
 )
 
 // A planScenario edits a settled pool of two machines: plan predicts,
-// then the edit is applied and what the controller does is observed.
+// then the edit is applied and what the controller does is observed. One
+// case per kind of input plan observes (a ConfigMap, a Secret, the
+// management config, the template, spec fields) and per answer it gives;
+// combinations of policies, pauses and forced rollouts are scenarios in
+// internal/scenario, whose invariants check that the decision says what
+// the engine then does.
 type planScenario struct {
 	name string
 	// setup edits the pool before it is created (nil: the default pool).
@@ -70,13 +75,6 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			},
 		},
 		{
-			name: "the release version changes", want: cli.PlanNow, initiator: "version", changed: []string{"release"}, machines: 2, steps: 2,
-			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
-				p.Spec.Release.Version = "v1.36.4"
-				return []client.Object{p}
-			},
-		},
-		{
 			name: "a proxy is set, with maxSurge 2", want: cli.PlanNow, initiator: "spec", changed: []string{"proxy"}, machines: 2, steps: 1,
 			inPlace: []string{"management.replace"},
 			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
@@ -86,28 +84,11 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			},
 		},
 		{
-			name: "a registry mirror is added", want: cli.PlanNow, initiator: "spec", changed: []string{"registry-mirrors"}, machines: 2, steps: 2,
-			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
-				p.Spec.RegistryMirrors = []nodepoolv1.RegistryMirror{{Source: "quay.io/org", Mirrors: []string{"mirror.corp.example/org"}}}
-				return []client.Object{p}
-			},
-		},
-		{
 			name: "node labels and taints change", want: cli.PlanNone, inPlace: []string{"nodeLabels", "taints"},
 			goldenTable: "plan-in-place",
 			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
 				p.Spec.NodeLabels = map[string]nodepoolv1.LabelValue{"example.com/role": "db"}
 				p.Spec.Taints = []nodepoolv1.Taint{{Key: "example.com/dedicated", Value: "db", Effect: "NoSchedule"}}
-				return []client.Object{p}
-			},
-		},
-		{
-			name: "deletion timeouts and auto repair change", want: cli.PlanNone,
-			inPlace: []string{"nodeDrainTimeout", "nodeVolumeDetachTimeout", "autoRepair off→on"},
-			edit: func(_ *testing.T, _ string, p *nodepoolv1.NodePool) []client.Object {
-				p.Spec.NodeDrainTimeout = &metav1.Duration{Duration: 10 * time.Minute}
-				p.Spec.NodeVolumeDetachTimeout = &metav1.Duration{Duration: 5 * time.Minute}
-				p.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
 				return []client.Object{p}
 			},
 		},
@@ -135,27 +116,11 @@ func TestPlanAgreesWithWhatTheControllerThenDoes(t *testing.T) {
 			},
 		},
 		{
-			name: "the platform changes the API-server proxy of a Rollout pool", want: cli.PlanNow, initiator: "policy", changed: []string{"apiserver-proxy"}, machines: 2, steps: 2,
-			setup: func(_ string, p *nodepoolv1.NodePool) {
-				p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
-			},
-			edit: func(_ *testing.T, _ string, _ *nodepoolv1.NodePool) []client.Object {
-				return []client.Object{managementConfig("3")}
-			},
-		},
-		{
 			name: "a config changes while the pool is paused", want: cli.PlanDeferred, initiator: "spec", changed: []string{"user-configs"}, machines: 2, steps: 2,
 			goldenTable: "plan-paused",
 			edit: func(_ *testing.T, ns string, p *nodepoolv1.NodePool) []client.Object {
 				p.Spec.Management.PausedUntil = "true"
 				return []client.Object{p, stack.ConfigMap(ns, "chrony", stack.Chrony("paused.corp.example"))}
-			},
-		},
-		{
-			name: "rolloutAfter is now", want: cli.PlanNow, initiator: "restart", machines: 2, steps: 2,
-			edit: func(t *testing.T, ns string, p *nodepoolv1.NodePool) []client.Object {
-				p.Spec.Management.RolloutAfter = &metav1.Time{Time: afterEveryMachineSet(t, ns)}
-				return []client.Object{p}
 			},
 		},
 		{

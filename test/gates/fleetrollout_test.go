@@ -280,31 +280,6 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 	}
 }
 
-func TestARestartedControllerResumesAFleetRolloutWithoutRollingAPoolTwice(t *testing.T) {
-	const label = "restart"
-	pools := newFleetPools(t, label, 6, 6)
-	bumpPlatform(t, pools)
-	fr := newFleetRollout(t, label, func(fr *nodepoolv1.FleetRollout) {
-		fr.Spec.Waves = []intstr.IntOrString{intstr.FromInt32(2), intstr.FromString("100%")}
-		fr.Spec.MaxConcurrent = ptr.To[int32](2)
-	})
-	waitForFleet(t, fr, fleetTimeout, "wave 2 rolling", func(fr *nodepoolv1.FleetRollout) bool {
-		return fr.Status.CurrentWave == 2 && len(fr.Status.Waves) == 2 && fr.Status.Waves[1].Rolling > 0
-	})
-	st.MustRestartController(t, settings)
-	done := waitForFleet(t, fr, fleetTimeout, "complete after the restart", phaseIs(nodepoolv1.FleetPhaseComplete))
-	for _, p := range pools {
-		recs := fleetRecords(t, p, fr)
-		if len(recs) != 1 || recs[0].Outcome != history.OutcomeComplete {
-			t.Fatalf("pool %s: fleet records %+v, want exactly one, complete; %s", p.Name, recs, describeFleet(done))
-		}
-		st.HoldsFor(t, p, time.Second, "settled on one machine", stack.PoolSettled(1))
-	}
-	if done.Status.Waves[0].Done != 2 || done.Status.Waves[1].Done != 4 {
-		t.Fatalf("%s", describeFleet(done))
-	}
-}
-
 func TestAPoolLeftAnnotatedByADeletedFleetRolloutIsTakenOverByTheNextOne(t *testing.T) {
 	const label = "takeover"
 	pools := newFleetPools(t, label, 2, 2)
