@@ -291,7 +291,9 @@ func planWindow(in Input, d Decision, p *Plan) {
 	p.Conditions = append(p.Conditions, c)
 
 	st := &nodepoolv1.MaintenanceStatus{}
-	if ws.Platform.Found {
+	// An interval without a start (no windows, nor an exclusion that ended:
+	// open since ever) is no window to name; the API requires a start.
+	if ws.Platform.Found && !ws.Platform.Allowed.Start.IsZero() {
 		st.NextWindow = &nodepoolv1.WindowInterval{Start: metav1.NewTime(ws.Platform.Allowed.Start)}
 		if !ws.Platform.Allowed.End.IsZero() {
 			end := metav1.NewTime(ws.Platform.Allowed.End)

@@ -325,3 +325,23 @@ func TestAPoolWithoutMaintenanceSettingsHasNoWindowCondition(t *testing.T) {
 		}
 	}
 }
+
+// A pool whose maintenance settings bound drift only (no windows, nor an
+// exclusion holding now) is always open: status names no next window, since
+// the API requires a window's start and this one has none (the status patch
+// was refused, and the pool never reconciled).
+func TestAPoolWithOnlyADriftDeadlineReportsNoWindowWithoutAStart(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	in.Pool.Spec.Management.Maintenance = &nodepoolv1.Maintenance{DriftDeadline: &metav1.Duration{Duration: 720 * time.Hour}}
+	p := Decide(in)
+	if p.Maintenance == nil {
+		t.Fatal("no maintenance status")
+	}
+	if nw := p.Maintenance.NextWindow; nw != nil && nw.Start.IsZero() {
+		t.Errorf("status.maintenance.nextWindow %+v has no start, which the API refuses", nw)
+	}
+	if c := cond(p, nodepoolv1.ConditionMaintenanceWindow); c.Status != metav1.ConditionTrue {
+		t.Errorf("MaintenanceWindow = %+v, want True (always open)", c)
+	}
+}
