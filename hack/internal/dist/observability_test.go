@@ -14,11 +14,13 @@ import (
 
 var observabilityObjects = []string{
 	"PrometheusRule/nodepool-system/nodepool",
+	"ServiceMonitor/nodepool-system/nodepool-controller",
+	"ServiceMonitor/nodepool-system/nodepool-payload-server",
 	"ConfigMap/nodepool-system/nodepool-grafana-dashboard",
 }
 
 // config/prometheus builds alone (the release's nodepool-prometheus.yaml)
-// to the PrometheusRule and the dashboard ConfigMap, whose label Grafana's
+// to the PrometheusRule, the ServiceMonitors and the dashboard ConfigMap, whose label Grafana's
 // sidecar looks for and whose data is dashboard.json.
 func TestTheObservabilityComponentShipsTheRulesAndTheDashboard(t *testing.T) {
 	_, objs := build(t, ObservabilityComponent, "")
