@@ -6,6 +6,11 @@ ROOT := $(CURDIR)
 BIN := $(ROOT)/bin
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+# promtool and promql-series (the PromQL parser) test config/prometheus; the
+# version is Prometheus's module version in hack/tools/promtool/go.mod.
+PROMETHEUS_VERSION := v0.316.0
+PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)
+PROMQL_SERIES := $(BIN)/promql-series-$(PROMETHEUS_VERSION)
 # Extra flags for go test, e.g. make test TESTFLAGS='-run TestHarness -v'.
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 40m
@@ -44,6 +49,17 @@ $(CONTROLLER_GEN):
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
 
+$(PROMTOOL):
+	@mkdir -p $(BIN)
+	cd hack/tools/promtool && go build -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+
+$(PROMQL_SERIES):
+	@mkdir -p $(BIN)
+	cd hack/tools/promtool && go build -o $(PROMQL_SERIES) ./promql-series
+
+.PHONY: promtool
+promtool: $(PROMTOOL) $(PROMQL_SERIES) ## Build promtool and promql-series (the tests of config/prometheus) into bin/ (once).
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs (commit the result).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
@@ -78,9 +94,9 @@ release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.y
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release $(DIST_FLAGS) --plugin-platforms $(PLUGIN_PLATFORMS)
 
 .PHONY: test
-test: control-plane $(CONTROLLER_GEN) ## Run every test against a real API server (builds what it needs).
+test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every test against a real API server (builds what it needs).
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
-	CONTROLLER_GEN="$(CONTROLLER_GEN)" \
+	CONTROLLER_GEN="$(CONTROLLER_GEN)" PROMTOOL="$(PROMTOOL)" PROMQL_SERIES="$(PROMQL_SERIES)" \
 	go test -timeout $(TEST_TIMEOUT) -p $(TEST_PACKAGES) -parallel 4 $(TESTFLAGS) ./...
 	@for t in $(FUZZ_TARGETS); do \
 		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \

@@ -69,7 +69,7 @@ func forgetPool(pool *nodepoolv1.NodePool) {
 	}{rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, healthFailures} {
 		v.DeletePartialMatch(labels)
 	}
-	for _, v := range []*poolGaugeVec{pendingDrift, driftAge, nodesUpdating, nextWindow, driftDeadline, healthPhase} {
+	for _, v := range []*poolGaugeVec{pendingDrift, driftAge, nodesUpdating, nextWindow, driftDeadline, healthPhase, lastReconcile} {
 		v.reset(pool.Namespace, pool.Name)
 	}
 }

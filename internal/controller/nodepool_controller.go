@@ -122,6 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	rc := &poolReconcile{pool: pool, before: pool.DeepCopy()}
 	defer func() {
+		defer func() { observeReconciled(pool, r.now()) }() // reconcile_metrics.go: when it ended
 		if errors.Is(retErr, errStalePool) {
 			// Decided on an old pool: nothing is written; the pool's own
 			// event, on its way, reconciles it again.

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -323,5 +324,31 @@ func TestAPoolWithoutMaintenanceSettingsHasNoWindowCondition(t *testing.T) {
 		if c.Type == nodepoolv1.ConditionMaintenanceWindow {
 			t.Errorf("unexpected condition %+v", c)
 		}
+	}
+}
+
+// A pool whose maintenance settings bound drift only (no windows, nor an
+// exclusion holding now) is always open: status names no next window, since
+// the API requires a window's start and this one has none (the status patch
+// was refused, and the pool never reconciled).
+func TestAPoolWithOnlyADriftDeadlineReportsNoWindowWithoutAStart(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	in.Pool.Spec.Management.Maintenance = &nodepoolv1.Maintenance{DriftDeadline: &metav1.Duration{Duration: 720 * time.Hour}}
+	p := Decide(in)
+	if p.Maintenance == nil {
+		t.Fatal("no maintenance status")
+	}
+	// An always-open interval has no start: the status leaves the field
+	// out (it is optional in the CRD), never writes a null the API refuses.
+	raw, err := json.Marshal(p.Maintenance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), `"start":null`) || strings.Contains(string(raw), `"start":"0001`) {
+		t.Errorf("status.maintenance %s writes a start it does not have", raw)
+	}
+	if c := cond(p, nodepoolv1.ConditionMaintenanceWindow); c.Status != metav1.ConditionTrue {
+		t.Errorf("MaintenanceWindow = %+v, want True (always open)", c)
 	}
 }

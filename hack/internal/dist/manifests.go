@@ -22,28 +22,20 @@ const ImageName = "nodepool"
 // Kustomize builds the kustomization dir of root's config/ (such as
 // "config/default") as `kustomize build` does, in memory, with the image
 // nodepool set to image (repository@digest or repository:tag; "" leaves
-// it as it is).
+// it as it is). A Component (config/prometheus) is built as a
+// kustomization that names it and nothing else.
 func Kustomize(root, dir, image string) ([]byte, error) {
-	mem := filesys.MakeFsInMemory()
-	config := filepath.Join(root, "config")
-	err := filepath.WalkDir(config, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return mem.WriteFile(path.Join("/", filepath.ToSlash(rel)), b)
-	})
+	mem, err := configFS(root)
 	if err != nil {
 		return nil, err
 	}
 	target := path.Join("/", filepath.ToSlash(dir))
+	if k, err := mem.ReadFile(path.Join(target, "kustomization.yaml")); err == nil && bytes.Contains(k, []byte("\nkind: Component\n")) {
+		if err := mem.WriteFile("/component/kustomization.yaml", fmt.Appendf(nil, "components:\n  - ..%s\n", target)); err != nil {
+			return nil, err
+		}
+		target = "/component"
+	}
 	if image != "" {
 		kust := fmt.Sprintf("resources:\n  - ..%s\nimages:\n  - %s\n", target, imageEntry(image))
 		if err := mem.WriteFile("/release/kustomization.yaml", []byte(kust)); err != nil {
@@ -60,6 +52,28 @@ func Kustomize(root, dir, image string) ([]byte, error) {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
 	return m.AsYaml()
+}
+
+// configFS is root's config/ (its YAML and JSON files) in memory, at
+// /config.
+func configFS(root string) (filesys.FileSystem, error) {
+	mem := filesys.MakeFsInMemory()
+	config := filepath.Join(root, "config")
+	err := filepath.WalkDir(config, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || (!strings.HasSuffix(p, ".yaml") && !strings.HasSuffix(p, ".json")) {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return mem.WriteFile(path.Join("/", filepath.ToSlash(rel)), b)
+	})
+	return mem, err
 }
 
 // imageEntry is the kustomize images entry that sets nodepool to image.

@@ -40,9 +40,9 @@ var Manifests = []struct{ Dir, File string }{
 	{"config/cert-manager", "nodepool-cert-manager.yaml"},
 }
 
-// Release builds the image, the manifests pinned to its digest, the kubectl
-// plugin archives and their krew manifest, and checksums.txt, into
-// o.Image.Out.
+// Release builds the image, the manifests pinned to its digest, the
+// observability pack (alerts and dashboard), the kubectl plugin archives and
+// their krew manifest, and checksums.txt, into o.Image.Out.
 func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 	s := o.Image.Stamp
 	if !releaseVersion.MatchString(s.Version) {
@@ -70,6 +70,11 @@ func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 		res.Files = append(res.Files, m.File)
 	}
 
+	pack, err := writeObservability(o.Image.Root, out, s.Version, s.Revision) // observability.go
+	if err != nil {
+		return nil, err
+	}
+	res.Files = append(res.Files, pack...)
 	res.Files = append(res.Files, filepath.Base(img.OCIArchive))
 	for _, t := range img.DockerTarballs {
 		res.Files = append(res.Files, filepath.Base(t))

@@ -1,0 +1,280 @@
+package observability
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"nodepool.dev/nodepool/config/prometheus"
+	"nodepool.dev/nodepool/internal/k8sbin"
+)
+
+// promtoolDir writes the rules of the PrometheusRule as nodepool.rules.yaml
+// beside copies of config/prometheus/tests/*.yaml, which name that file,
+// and returns the folder and the test files.
+func promtoolDir(t *testing.T) (string, []string) {
+	t.Helper()
+	root, err := k8sbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rules, err := prometheus.RuleFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nodepool.rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests, err := filepath.Glob(filepath.Join(root, "config/prometheus/tests/*_test.yaml"))
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("no config/prometheus/tests/*_test.yaml (%v)", err)
+	}
+	var names []string
+	for _, f := range tests {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, filepath.Base(f))
+	}
+	return dir, names
+}
+
+func promtool(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(Tool(t, "PROMTOOL"), args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// The rules are valid (promtool check rules) and every unit test of
+// config/prometheus/tests passes (promtool test rules).
+func TestTheAlertsPassPromtool(t *testing.T) {
+	dir, tests := promtoolDir(t)
+	promtool(t, dir, "check", "rules", "nodepool.rules.yaml")
+	promtool(t, dir, append([]string{"test", "rules"}, tests...)...)
+}
+
+// Every alert is tested firing (an eval_time with expected alerts) and not
+// firing (one with none).
+func TestEveryAlertIsTestedFiringAndNot(t *testing.T) {
+	dir, tests := promtoolDir(t)
+	firing, silent := map[string]bool{}, map[string]bool{}
+	for _, name := range tests {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Tests []struct {
+				AlertRuleTest []struct {
+					Alertname string `json:"alertname"`
+					ExpAlerts []any  `json:"exp_alerts"`
+				} `json:"alert_rule_test"`
+			} `json:"tests"`
+		}
+		if err := yaml.Unmarshal(b, &f); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, tc := range f.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if len(a.ExpAlerts) > 0 {
+					firing[a.Alertname] = true
+				} else {
+					silent[a.Alertname] = true
+				}
+			}
+		}
+	}
+	groups, err := prometheus.Groups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			if !firing[r.Alert] {
+				t.Errorf("alert %s has no test in which it fires", r.Alert)
+			}
+			if !silent[r.Alert] {
+				t.Errorf("alert %s has no test in which it does not fire", r.Alert)
+			}
+		}
+	}
+}
+
+// Every alert has a severity, a summary and a runbook_url naming its entry
+// in docs/alerts.md, which has a section of that name saying what it means,
+// the command that shows it and what to do.
+func TestEveryAlertHasARunbookEntry(t *testing.T) {
+	root, err := k8sbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs/alerts.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{}
+	for _, s := range strings.Split("\n"+string(doc), "\n## ")[1:] {
+		title, body, _ := strings.Cut(s, "\n")
+		sections[strings.TrimSpace(title)] = body
+	}
+	groups, err := prometheus.Groups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "https://github.com/nodepool-dev/nodepool/blob/main/docs/alerts.md#"
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("alert %s lacks a severity label, a summary or a description", r.Alert)
+			}
+			if want := base + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("alert %s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			body, ok := sections[r.Alert]
+			if !ok {
+				t.Errorf("docs/alerts.md has no section ## %s", r.Alert)
+				continue
+			}
+			for _, part := range []string{"**What it means.**", "**What shows it.**", "**What to do.**"} {
+				if !strings.Contains(body, part) {
+					t.Errorf("docs/alerts.md ## %s does not say %s", r.Alert, part)
+				}
+			}
+			if !strings.Contains(body, "```sh\n") {
+				t.Errorf("docs/alerts.md ## %s has no command (a sh block)", r.Alert)
+			}
+		}
+	}
+}
+
+// documentedMetric is a metric of the table of docs/reference.md#metrics.
+var documentedMetric = regexp.MustCompile("(?m)^\\| `(nodepool_[a-z_]+)`")
+
+// Every expression of the alerts and the dashboard parses, and names
+// metrics docs/reference.md lists (test/install checks them against a real
+// scrape). The dashboard's panels query the variable $datasource.
+func TestEveryQueryParsesAndNamesADocumentedMetric(t *testing.T) {
+	root, err := k8sbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := os.ReadFile(filepath.Join(root, "docs/reference.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range documentedMetric.FindAllStringSubmatch(string(ref), -1) {
+		documented[m[1]] = true
+	}
+	qs, err := Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range Analyse(t, qs) {
+		if a.Error != "" {
+			t.Errorf("%s: %s does not parse: %s", a.Source, a.Expr, a.Error)
+			continue
+		}
+		if len(a.Series) == 0 && !strings.HasPrefix(a.Source, "panel") {
+			t.Errorf("%s: %s reads no series", a.Source, a.Expr)
+		}
+		for _, s := range a.Series {
+			base := s.Metric
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(base, suffix); ok && documented[b] {
+					base = b
+				}
+			}
+			if !documented[base] {
+				t.Errorf("%s: %s is not in the metrics table of docs/reference.md", a.Source, s.Metric)
+			}
+		}
+	}
+	d, err := ParseDashboard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[int]bool{}
+	for _, p := range d.AllPanels() {
+		if ids[p.ID] {
+			t.Errorf("panel %q: id %d is another panel's", p.Title, p.ID)
+		}
+		ids[p.ID] = true
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q has no query, or does not query ${datasource}", p.Title)
+		}
+	}
+}
+
+// The check test/install makes catches what it is for: an expression that
+// does not parse, a metric that is not exported, a label its series lack.
+func TestAnUnexportedMetricOrLabelIsCaught(t *testing.T) {
+	as := Analyse(t, []Query{
+		{Source: "good", Expr: `sum by (pool) (rate(nodepool_reconcile_errors_total{stage="apply"}[5m]))`},
+		{Source: "no such metric", Expr: `nodepool_no_such_metric > 0`},
+		{Source: "no such label", Expr: `max by (shard) (nodepool_reconcile_errors_total)`},
+		{Source: "histogram", Expr: `histogram_quantile(0.9, sum by (le) (rate(nodepool_rollout_duration_seconds_bucket[5m])))`},
+		{Source: "bad", Expr: `sum by (pool (x)`},
+	})
+	if as[4].Error == "" {
+		t.Errorf("%q parsed", as[4].Expr)
+	}
+	e := Exported{}
+	scrape := `# TYPE nodepool_reconcile_errors_total counter
+nodepool_reconcile_errors_total{namespace="a",pool="p",stage="apply"} 1
+# TYPE nodepool_rollout_duration_seconds histogram
+nodepool_rollout_duration_seconds_bucket{initiator="spec",le="+Inf"} 1
+nodepool_rollout_duration_seconds_sum{initiator="spec"} 10
+nodepool_rollout_duration_seconds_count{initiator="spec"} 1
+`
+	if err := e.ParseScrape(strings.NewReader(scrape)); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(e.Unexported(as[:4]), "\n")
+	for _, want := range []string{"no such metric: nodepool_no_such_metric is not exported", `no such label: nodepool_reconcile_errors_total has no label "shard"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("not caught: %s; got:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "good:") || strings.Contains(got, "histogram:") {
+		t.Errorf("exported series reported:\n%s", got)
+	}
+}
+
+// The Makefile builds promtool at the version hack/tools/promtool/go.mod
+// pins, so bin/promtool-<version> is the module's.
+func TestTheMakefileBuildsThePinnedPromtool(t *testing.T) {
+	root, err := k8sbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "hack/tools/promtool/go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inMake := regexp.MustCompile(`(?m)^PROMETHEUS_VERSION := (\S+)$`).FindSubmatch(mk)
+	inMod := regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/prometheus/prometheus (v\S+)`).FindSubmatch(mod)
+	if inMake == nil || inMod == nil || string(inMake[1]) != string(inMod[1]) {
+		t.Errorf("the Makefile's PROMETHEUS_VERSION %q is not the version hack/tools/promtool/go.mod requires %q", inMake, inMod)
+	}
+}
