@@ -10,6 +10,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // A restart the owner gated waits for the window: status says Paused with
@@ -25,7 +26,9 @@ func TestARolloutHeldByTheWindowSaysWhenItRolls(t *testing.T) {
 	in := settledInput(t, w, now)
 	past := metav1.NewTime(now.Add(-time.Minute))
 	in.Pool.Spec.Management.RolloutAfter = &past
-	in.RecentRolloutDurations = []time.Duration{time.Hour, 2 * time.Hour}
+	for _, took := range []time.Duration{time.Hour, 2 * time.Hour, 90 * time.Minute} {
+		in.RecentRollouts = append(in.RecentRollouts, poolmath.PastRollout{Shape: poolmath.Shape{Machines: 3, Rounds: 3}, Took: took, Complete: true})
+	}
 	plan := rollout.Decide(in)
 	opens := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC) // 02:00 Berlin
 
@@ -41,7 +44,7 @@ func TestARolloutHeldByTheWindowSaysWhenItRolls(t *testing.T) {
 	if r.Rollout != PlanDeferred || !strings.Contains(r.Message, "nodes roll at 2026-12-05T01:00:00Z (next window)") {
 		t.Errorf("plan %s: %s", r.Rollout, r.Message)
 	}
-	if !strings.Contains(r.Message, "1h30m0s (median) to 2h0m0s (slowest of 2): one fits the 4h0m0s of the window") {
+	if !strings.Contains(r.Message, "a rollout of 3 machine(s) in 3 round(s) takes about 1h30m0s (from 3 rollouts, 1h0m0s–2h0m0s): it fits the 4h0m0s of the window") {
 		t.Errorf("plan does not say whether the rollout fits: %s", r.Message)
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -85,6 +86,10 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		Revision: next, Initiator: string(plan.Record.Initiator), RolloutHash: plan.Record.RolloutHash,
 		PayloadHash: plan.Record.PayloadHash, Changed: plan.Record.Changed, Started: plan.Record.Started,
 		ForcedAt: plan.Record.ForcedAt, Reason: plan.Record.Reason, Spec: pool.Spec,
+		Machines: plan.Record.Machines, Rounds: plan.Record.Rounds,
+	}
+	if plan.Record.Soak > 0 {
+		e.Soak = &metav1.Duration{Duration: plan.Record.Soak}
 	}
 	rollbackEntry(&e, owned, plan.Record) // readinessgate_history.go
 	if in != nil && plan.Record.RollbackOf == "" {

@@ -12,6 +12,7 @@ import (
 
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // A reconcile that wrote a rollout's record and then crashed (or ran on a
@@ -132,5 +133,37 @@ func TestARecordACrashKeptOffTheStatusIsAdopted(t *testing.T) {
 	}
 	if len(list.Items) != 2 || len(pool.Status.Revisions) != 2 || pool.Status.Revisions[1].Revision != 2 {
 		t.Errorf("%d revisions, status lists %v; want 2, both listed", len(list.Items), pool.Status.Revisions)
+	}
+}
+
+// The record of a rollout keeps what it set out to do (machines, rounds,
+// soaks), and the history reads it back for the duration prediction with
+// its duration once it completes.
+func TestARecordKeepsItsMachinesRoundsAndSoaks(t *testing.T) {
+	scheme, pool := testPool()
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i, rec := range []*rollout.Record{
+		{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0, Machines: 3, Rounds: 3},
+		{Initiator: rollout.InitiatorSpec, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Hour), Machines: 30, Rounds: 11, Soak: 30 * time.Minute},
+	} {
+		if err := r.recordHistory(ctx, pool, nil, starts(rec)); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	done := rollout.Plan{Finish: rollout.OutcomeComplete, FinishedAt: t0.Add(2 * time.Hour)}
+	if err := r.recordHistory(ctx, pool, nil, done); err != nil {
+		t.Fatal(err)
+	}
+	list := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	got := history.Rollouts(list.Items, history.RecentLimit)
+	want := poolmath.PastRollout{Shape: poolmath.Shape{Machines: 30, Rounds: 11, Soak: 30 * time.Minute}, Took: time.Hour, Complete: true}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("history reads %+v, want [%+v] (revision 1, the creation, left out)", got, want)
 	}
 }

@@ -3,43 +3,79 @@ package history
 import (
 	"context"
 	"fmt"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
-// RecentLimit is how many of a pool's latest completed rollouts predict
-// whether the next one fits a maintenance window.
+// RecentLimit is how many of a pool's latest finished rollouts predict how
+// long the next one takes.
 const RecentLimit = 10
 
-// Durations returns how long the newest completed rollouts among the
-// revisions took (at most limit, newest first). The pool's creation
-// (revision 1) is left out: it boots machines, it replaces none.
-func Durations(crs []appsv1.ControllerRevision, limit int) []time.Duration {
+// Rollouts returns the newest finished rollouts among the revisions (at
+// most limit, newest first), as the duration prediction reads them
+// (poolmath.Predict): completed, superseded and failed ones, each with its
+// duration to its outcome and its machines, rounds and soaks. The pool's
+// creation (revision 1) is left out: it boots machines, it replaces none;
+// so are rollouts in progress and unreadable records.
+func Rollouts(crs []appsv1.ControllerRevision, limit int) []poolmath.PastRollout {
 	sorted := append([]appsv1.ControllerRevision(nil), crs...)
 	Sort(sorted)
-	var out []time.Duration
+	var out []poolmath.PastRollout
 	for i := len(sorted) - 1; i >= 0 && len(out) < limit; i-- {
 		e, err := Decode(&sorted[i])
-		if err != nil || e.Revision <= 1 || e.Outcome != OutcomeComplete || e.Completed == nil {
+		if err != nil {
 			continue
 		}
-		if d := e.Completed.Sub(e.Started); d > 0 {
-			out = append(out, d)
+		if r, ok := Past(e); ok {
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// RecentDurations reads the pool's revisions and returns Durations of
-// them.
-func RecentDurations(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) ([]time.Duration, error) {
+// Past is what a finished rollout's record says for the duration
+// prediction; false for the creation, a rollout in progress and one
+// without a positive duration. A record without machines and rounds
+// (written before they were kept) has them from its spec: every machine
+// of its replicas (an autoscaled pool's minimum), in the rounds and soaks
+// the spec declares.
+func Past(e Entry) (poolmath.PastRollout, bool) {
+	if e.Revision <= 1 || e.Completed == nil {
+		return poolmath.PastRollout{}, false
+	}
+	r := poolmath.PastRollout{Took: e.Completed.Sub(e.Started)}
+	switch e.Outcome {
+	case OutcomeComplete:
+		r.Complete = true
+	case OutcomeFailed:
+		r.Failed = true
+	case OutcomeSuperseded:
+	default:
+		return poolmath.PastRollout{}, false
+	}
+	if r.Took <= 0 {
+		return poolmath.PastRollout{}, false
+	}
+	r.Shape = poolmath.Shape{Machines: e.Machines, Rounds: e.Rounds}
+	if e.Soak != nil {
+		r.Shape.Soak = e.Soak.Duration
+	}
+	if e.Rounds == 0 {
+		desired := poolmath.DesiredReplicas(&e.Spec, nil)
+		r.Shape, _ = poolmath.ShapeOf(&e.Spec, desired, desired)
+	}
+	return r, true
+}
+
+// RecentRollouts reads the pool's revisions and returns Rollouts of them.
+func RecentRollouts(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) ([]poolmath.PastRollout, error) {
 	list := &appsv1.ControllerRevisionList{}
 	if err := c.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
 		return nil, fmt.Errorf("listing the pool's history: %w", err)
 	}
-	return Durations(Records(pool, list.Items), RecentLimit), nil
+	return Rollouts(Records(pool, list.Items), RecentLimit), nil
 }

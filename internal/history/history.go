@@ -61,6 +61,15 @@ type Entry struct {
 	// RollbackOf is, for a rollback (initiator "rollback"), the revision
 	// that failed its health check.
 	RollbackOf int64 `json:"rollbackOf,omitempty"`
+	// Machines is how many machines the rollout set out to replace (or
+	// update in place), Rounds in how many rounds of at most
+	// maxSurge+maxUnavailable, and Soak the soaks its health gate declared:
+	// what its duration is scaled by to predict another rollout's
+	// (durations.go). Records written before they were kept have none;
+	// their spec stands in.
+	Machines int32            `json:"machines,omitempty"`
+	Rounds   int32            `json:"rounds,omitempty"`
+	Soak     *metav1.Duration `json:"soak,omitempty"`
 	// Spec is the owner-facing spec at this revision.
 	Spec    nodepoolv1.NodePoolSpec `json:"spec"`
 	Sources []Source                `json:"sources,omitempty"`

@@ -222,10 +222,10 @@ func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, i
 	if pool.Spec.Management.Maintenance != nil {
 		// Whether a rollout fits its maintenance window: a guess, so a
 		// failed read only leaves it out.
-		if d, err := history.RecentDurations(ctx, c, pool); err != nil {
+		if past, err := history.RecentRollouts(ctx, c, pool); err != nil {
 			log.V(1).Info("rollout durations not read", "reason", err.Error())
 		} else {
-			in.RecentRolloutDurations = d
+			in.RecentRollouts = past
 		}
 	}
 	return o, nil

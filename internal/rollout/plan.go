@@ -49,6 +49,7 @@ func Decide(in Input) Plan {
 	if d.RollbackFrom != nil {
 		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
+	recordShape(in, d, &p) // window_fit.go
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)

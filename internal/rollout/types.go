@@ -9,6 +9,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // Input is everything the engine decides from, gathered once per reconcile.
@@ -49,9 +50,10 @@ type Input struct {
 	// InPlace is set for InPlace pools: their machines and Nodes.
 	// MachineDeployment then summarises the pool's MachineSet.
 	InPlace *InPlace
-	// RecentRolloutDurations are how long the pool's recent completed
-	// rollouts took (from its history), for the maintenance window fit.
-	RecentRolloutDurations []time.Duration
+	// RecentRollouts are the pool's recent finished rollouts (from its
+	// history, newest first: duration, outcome, machines, rounds, soaks),
+	// for the prediction of whether a rollout fits its maintenance window.
+	RecentRollouts []poolmath.PastRollout
 	// Machines are the pool's machines as the health gate sees them
 	// (health.go); read for pools with spec.management.health.
 	Machines []MachineHealth
@@ -282,6 +284,12 @@ type Record struct {
 	Reason string
 	// RollbackOf is, for a rollback, the rollout hash of the failed rollout.
 	RollbackOf string
+	// Machines, Rounds and Soak are what the rollout sets out to do: the
+	// machines it replaces, in how many rounds, with the soaks its health
+	// gate declares (window_fit.go); zero when they cannot be told (an
+	// OnDelete pool).
+	Machines, Rounds int32
+	Soak             time.Duration
 }
 
 // Outcome is how a rollout on record ended.

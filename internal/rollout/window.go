@@ -251,12 +251,11 @@ func planWindow(in Input, d Decision, p *Plan) {
 	if ws.Hold != nil {
 		g = ws.Hold.Gate
 	}
-	fit := poolmath.FitOf(in.RecentRolloutDurations)
-	switch {
+	switch { // window_fit.go
 	case g.Open && !g.Allowed.End.IsZero():
-		ws.Fit = fit.Describe(g.Allowed.End.Sub(in.Now))
+		ws.Fit = fitIn(in, d, g.Allowed.End.Sub(in.Now))
 	case !g.Open && g.Found && !g.Allowed.End.IsZero():
-		ws.Fit = fit.Describe(g.Allowed.End.Sub(g.Allowed.Start))
+		ws.Fit = fitIn(in, d, g.Allowed.End.Sub(g.Allowed.Start))
 	}
 
 	c := metav1.Condition{Type: nodepoolv1.ConditionMaintenanceWindow}

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // t0 is Monday 2026-11-30 12:00 UTC. The window opens daily at 12:30 UTC
@@ -279,12 +281,34 @@ func TestMaintenanceWindows(t *testing.T) {
 			setup: func(t *testing.T, w *inputstest.World, in *Input) {
 				*in = withDrift(t, *in, w, t0.Add(-time.Hour))
 				applyPending(in, t0.Add(-time.Minute))
-				in.RecentRolloutDurations = []time.Duration{20 * time.Minute, 50 * time.Minute, 30 * time.Minute}
+				in.RecentRollouts = pastOf3(20*time.Minute, 50*time.Minute, 30*time.Minute)
 			},
 			action: ActionDefer, initiator: InitiatorPlatform, reason: nodepoolv1.ReasonOutsideMaintenanceWindow, held: nodepoolv1.ConditionUpdatingConfig,
 			check: func(t *testing.T, in Input, p Plan) {
-				if f := p.Decision.Window.Fit; !strings.Contains(f, "30m0s (median) to 50m0s (slowest of 3): one fits the 1h0m0s of the window") {
+				if f := p.Decision.Window.Fit; !strings.Contains(f, "a rollout of 3 machine(s) in 3 round(s) takes about 30m0s (from 3 rollouts, 20m0s–50m0s): it fits the 1h0m0s of the window") {
 					t.Errorf("fit %q", f)
+				}
+			}},
+		{name: "a pool grown tenfold is not told its rollout fits the window",
+			setup: func(t *testing.T, w *inputstest.World, in *Input) {
+				*in = withDrift(t, *in, w, t0.Add(-time.Hour))
+				applyPending(in, t0.Add(-time.Minute))
+				in.RecentRollouts = pastOf3(20*time.Minute, 50*time.Minute, 30*time.Minute)
+				in.Pool.Spec.Replicas = ptr.To[int32](30)
+				in.MachineDeployment.SpecReplicas = ptr.To[int32](30)
+				in.MachineDeployment.MachinesCreated = nil
+				for range 30 { // all before the request: it replaces them all
+					in.MachineDeployment.MachinesCreated = append(in.MachineDeployment.MachinesCreated, t0.Add(-2*time.Hour))
+				}
+			},
+			action: ActionDefer, initiator: InitiatorPlatform, reason: nodepoolv1.ReasonOutsideMaintenanceWindow, held: nodepoolv1.ConditionUpdatingConfig,
+			check: func(t *testing.T, in Input, p Plan) {
+				f := p.Decision.Window.Fit
+				if !strings.Contains(f, "a rollout of 30 machine(s) in 30 round(s) takes about 5h0m0s (from 3 rollouts, 3h20m0s–8h20m0s): it does not fit the 1h0m0s of the window") {
+					t.Errorf("fit %q", f)
+				}
+				if c := cond(p, nodepoolv1.ConditionMaintenanceWindow); !strings.Contains(c.Message, f) {
+					t.Errorf("MaintenanceWindow message %q does not say it", c.Message)
 				}
 			}},
 	} {
@@ -312,6 +336,16 @@ func TestMaintenanceWindows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pastOf3 are completed rollouts of 3 machines in 3 rounds that took
+// these durations, newest first.
+func pastOf3(took ...time.Duration) []poolmath.PastRollout {
+	var out []poolmath.PastRollout
+	for _, d := range took {
+		out = append(out, poolmath.PastRollout{Shape: poolmath.Shape{Machines: 3, Rounds: 3}, Took: d, Complete: true})
+	}
+	return out
 }
 
 func TestAPoolWithoutMaintenanceSettingsHasNoWindowCondition(t *testing.T) {

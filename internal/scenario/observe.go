@@ -4,9 +4,11 @@ import (
 	"sort"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
@@ -88,22 +90,24 @@ func (p *Pool) Observe() rollout.Input {
 		}
 	}
 	if pool.Spec.Management.Maintenance != nil {
-		in.RecentRolloutDurations = p.recentDurations()
+		in.RecentRollouts = p.recentRollouts()
 	}
 	return in
 }
 
-// recentDurations mirrors history.Durations: the newest completed
-// rollouts' durations, the first revision (the pool's creation) left out.
-func (p *Pool) recentDurations() []time.Duration {
-	var out []time.Duration
-	for i := len(p.History) - 1; i >= 0 && len(out) < 10; i-- {
+// recentRollouts mirrors history.Rollouts: the newest finished
+// rollouts, read as their records say (history.Past), the first revision
+// (the pool's creation) left out.
+func (p *Pool) recentRollouts() []poolmath.PastRollout {
+	var out []poolmath.PastRollout
+	for i := len(p.History) - 1; i >= 0 && len(out) < history.RecentLimit; i-- {
 		r := p.History[i]
-		if r.Revision <= 1 || r.Outcome != OutcomeComplete || r.Completed == nil {
-			continue
+		e := history.Entry{Revision: r.Revision, Started: r.Started, Outcome: r.Outcome, Completed: r.Completed, Machines: r.Machines, Rounds: r.Rounds}
+		if r.Soak > 0 {
+			e.Soak = &metav1.Duration{Duration: r.Soak}
 		}
-		if d := r.Completed.Sub(r.Started); d > 0 {
-			out = append(out, d)
+		if past, ok := history.Past(e); ok {
+			out = append(out, past)
 		}
 	}
 	return out

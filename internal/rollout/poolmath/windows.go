@@ -3,7 +3,6 @@ package poolmath
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 	// The controller and the CLI read time zones from data built into the
@@ -225,52 +224,6 @@ func (c *Calendar) exclusionAt(t time.Time, class Class, emergency bool) (nodepo
 		}
 	}
 	return found, ok
-}
-
-// Fit is what the pool's recent rollouts say of a rollout fitting an
-// interval: the median and the slowest of their durations.
-type Fit struct {
-	Median, Slowest time.Duration
-	// Samples is how many durations were read.
-	Samples int
-}
-
-// FitOf summarises recent rollout durations (zero Fit when none).
-func FitOf(durations []time.Duration) Fit {
-	var ds []time.Duration
-	for _, d := range durations {
-		if d > 0 {
-			ds = append(ds, d)
-		}
-	}
-	if len(ds) == 0 {
-		return Fit{}
-	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	n := len(sorted)
-	median := sorted[n/2]
-	if n%2 == 0 {
-		median = (sorted[n/2-1] + sorted[n/2]) / 2
-	}
-	return Fit{Median: median, Slowest: sorted[n-1], Samples: n}
-}
-
-// Describe says whether a rollout of the recent durations fits in d (the
-// time left in the window, or the next window's length); "" when there is
-// nothing to go by or the interval has no end.
-func (f Fit) Describe(d time.Duration) string {
-	if f.Samples == 0 || d <= 0 {
-		return ""
-	}
-	took := fmt.Sprintf("recent rollouts of this pool took %s (median) to %s (slowest of %d)", round(f.Median), round(f.Slowest), f.Samples)
-	switch {
-	case f.Slowest <= d:
-		return took + fmt.Sprintf(": one fits the %s of the window", round(d))
-	case f.Median <= d:
-		return took + fmt.Sprintf(": one likely fits the %s of the window, a slow one runs past its end (it is not stopped)", round(d))
-	}
-	return took + fmt.Sprintf(": one does not fit the %s of the window and runs past its end (it is not stopped)", round(d))
 }
 
 func round(d time.Duration) time.Duration {

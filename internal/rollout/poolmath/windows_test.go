@@ -1,7 +1,6 @@
 package poolmath
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -187,24 +186,5 @@ func TestNoWindowWithinTheHorizon(t *testing.T) {
 	g := NewCalendar(&m).GateAt(now, ClassPlatform, false)
 	if g.Open || g.Found {
 		t.Errorf("a window that never opens: %+v", g)
-	}
-}
-
-func TestFit(t *testing.T) {
-	f := FitOf([]time.Duration{10 * time.Minute, 30 * time.Minute, 20 * time.Minute, 0})
-	if f.Median != 20*time.Minute || f.Slowest != 30*time.Minute || f.Samples != 3 {
-		t.Fatalf("FitOf = %+v", f)
-	}
-	for d, want := range map[time.Duration]string{
-		time.Hour:        "one fits the 1h0m0s of the window",
-		25 * time.Minute: "one likely fits the 25m0s of the window, a slow one runs past its end",
-		5 * time.Minute:  "one does not fit the 5m0s of the window",
-	} {
-		if got := f.Describe(d); !strings.Contains(got, want) || !strings.Contains(got, "20m0s (median) to 30m0s (slowest of 3)") {
-			t.Errorf("Describe(%s) = %q, want %q", d, got, want)
-		}
-	}
-	if FitOf(nil).Describe(time.Hour) != "" {
-		t.Error("no history says nothing")
 	}
 }

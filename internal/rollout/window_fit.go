@@ -1,0 +1,44 @@
+package rollout
+
+import (
+	"time"
+
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+)
+
+// nextShape is what a rollout of the pool does now: every machine the
+// pool wants or, for a forced rollout, the machines created before its
+// time (fewer once some are replaced), in the rounds and soaks the spec
+// declares (poolmath.ShapeOf). False when it cannot be told (OnDelete).
+func nextShape(in Input, d Decision) (poolmath.Shape, bool) {
+	machines := d.Replicas
+	if f := d.Forced; f != nil && !f.At.IsZero() && in.MachineDeployment != nil {
+		if n := poolmath.CreatedBefore(in.MachineDeployment.MachinesCreated, f.At); n > 0 && n < machines {
+			machines = n
+		}
+	}
+	return poolmath.ShapeOf(&in.Pool.Spec, d.Replicas, machines)
+}
+
+// fitIn says how long a rollout of the pool takes, predicted from the
+// pool's recent rollouts scaled to what this one does, and whether it fits
+// in left (the time left in the open window, or the next window's length);
+// "" when nothing can be told.
+func fitIn(in Input, d Decision, left time.Duration) string {
+	s, ok := nextShape(in, d)
+	if !ok {
+		return ""
+	}
+	return poolmath.Predict(s, in.RecentRollouts).Describe(left)
+}
+
+// recordShape writes on the record of a rollout that starts what it sets
+// out to do, so that its duration predicts later ones of another size.
+func recordShape(in Input, d Decision, p *Plan) {
+	if p.Record == nil {
+		return
+	}
+	if s, ok := nextShape(in, d); ok {
+		p.Record.Machines, p.Record.Rounds, p.Record.Soak = s.Machines, s.Rounds, s.Soak
+	}
+}
