@@ -1,7 +1,7 @@
 {{/*
-The labels helm adds to every object's metadata (not to selectors or pod
-templates, which stay those of the release manifest, so a kubectl-applied
-install can be taken over).
+The labels helm adds to every object's metadata; selectors and pod
+templates stay those of the release manifest (a Deployment's selector cannot
+change), so an install of nodepool.yaml can move to the chart.
 */}}
 {{- define "nodepool.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
