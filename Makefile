@@ -61,13 +61,16 @@ $(PROMQL_SERIES):
 promtool: $(PROMTOOL) $(PROMQL_SERIES) ## Build promtool and promql-series (the tests of config/prometheus) into bin/ (once).
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs (commit the result).
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs, and their copies in the Helm chart (commit the result).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./internal/sim/api/...
 	$(CONTROLLER_GEN) crd paths=./internal/sim/api/... output:crd:artifacts:config=config/sim/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=nodepool-sim-provider paths=./internal/sim/... output:rbac:artifacts:config=config/sim/rbac
 	$(CONTROLLER_GEN) rbac:roleName=nodepool-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	rm -f charts/nodepool/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/nodepool/crds/
+	cp config/rbac/role.yaml charts/nodepool/files/role.yaml
 	rm -f internal/capi/crds/*.yaml
 	cp "$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"/core/config/crd/bases/*.yaml internal/capi/crds/
 	chmod 644 internal/capi/crds/*.yaml
@@ -90,7 +93,7 @@ image-verify: image ## Check that Debian's skopeo copy and containerd's import (
 	hack/image-verify.sh $(DIST) $(IMAGE_REPO) $(VERSION)
 
 .PHONY: release
-release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.yaml pinned by digest, image, plugin archives, krew manifest, checksums.
+release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.yaml pinned by digest, the Helm chart, image, plugin archives, krew manifest, checksums.
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release $(DIST_FLAGS) --plugin-platforms $(PLUGIN_PLATFORMS)
 
 .PHONY: test

@@ -3,14 +3,16 @@
 //
 //	nodepool.yaml                  config/default, the image pinned by digest
 //	nodepool-cert-manager.yaml     config/cert-manager, the same plus the payload server's certificate
+//	nodepool-<version>.tgz         the Helm chart (charts/nodepool), the image pinned by digest, with LICENSE
 //	nodepool-image.oci.tar         the image (an OCI layout: kind load image-archive, skopeo copy oci-archive:, podman load)
 //	nodepool-image-linux-*.tar     the image per platform (docker load; its digest is not the pinned one)
 //	kubectl-nodepool_*_*.tar.gz    the kubectl plugin for linux and darwin, amd64 and arm64, with LICENSE
 //	krew/nodepool.yaml             the krew plugin manifest of those archives
 //	checksums.txt                  SHA-256 of all of the above (sha256sum -c checksums.txt)
 //
-// Kustomize runs as a library (sigs.k8s.io/kustomize/api/krusty), the image
-// is built with go-containerregistry: nothing is downloaded but Go modules.
+// Kustomize and Helm run as libraries (sigs.k8s.io/kustomize/api/krusty,
+// helm.sh/helm/v4), the image is built with go-containerregistry: nothing
+// is downloaded but Go modules.
 package main
 
 import (

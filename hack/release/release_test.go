@@ -85,7 +85,7 @@ func TestRelease(t *testing.T) {
 		}
 	}
 	_ = f.Close()
-	for _, name := range []string{"nodepool.yaml", "nodepool-cert-manager.yaml", "nodepool-image.oci.tar", "nodepool-image-linux-amd64.tar", "kubectl-nodepool_linux_amd64.tar.gz", "krew/nodepool.yaml",
+	for _, name := range []string{"nodepool.yaml", "nodepool-cert-manager.yaml", "nodepool-0.0.0-test.1.tgz", "nodepool-image.oci.tar", "nodepool-image-linux-amd64.tar", "kubectl-nodepool_linux_amd64.tar.gz", "krew/nodepool.yaml",
 		dist.Observability.Manifest, dist.Observability.Rules, dist.Observability.Dashboard} {
 		if sums[name] == "" {
 			t.Errorf("checksums.txt has no %s", name)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 )
 
 // ReleaseOptions are what Release builds.
@@ -40,9 +42,9 @@ var Manifests = []struct{ Dir, File string }{
 	{"config/cert-manager", "nodepool-cert-manager.yaml"},
 }
 
-// Release builds the image, the manifests pinned to its digest, the
-// observability pack (alerts and dashboard), the kubectl plugin archives and
-// their krew manifest, and checksums.txt, into o.Image.Out.
+// Release builds the image, the manifests and the Helm chart pinned to its
+// digest, the observability pack (alerts and dashboard), the kubectl plugin
+// archives and their krew manifest, and checksums.txt, into o.Image.Out.
 func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 	s := o.Image.Stamp
 	if !releaseVersion.MatchString(s.Version) {
@@ -75,6 +77,12 @@ func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 		return nil, err
 	}
 	res.Files = append(res.Files, pack...)
+	chartFile, err := releaseChart(o.Image, res.Pinned)
+	if err != nil {
+		return nil, err
+	}
+	res.Files = append(res.Files, chartFile)
+
 	res.Files = append(res.Files, filepath.Base(img.OCIArchive))
 	for _, t := range img.DockerTarballs {
 		res.Files = append(res.Files, filepath.Base(t))
@@ -156,4 +164,29 @@ func pluginArchives(ctx context.Context, o ReleaseOptions, built map[Platform]st
 func fileExists(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// releaseChart packages the Helm chart for the release and checks it as
+// it ships: it lints, and its defaults run the pinned image. It returns the
+// archive's name in the output folder.
+func releaseChart(o ImageOptions, pinned string) (string, error) {
+	tgz, err := PackageChart(o, pinned)
+	if err != nil {
+		return "", fmt.Errorf("helm package %s: %w", ChartDir, err)
+	}
+	if err := LintChart(tgz, nil); err != nil {
+		return "", fmt.Errorf("helm lint %s: %w", tgz, err)
+	}
+	ch, err := loader.Load(tgz)
+	if err != nil {
+		return "", err
+	}
+	b, err := RenderChart(ch, ChartNamespace, nil)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckPinned(b, pinned); err != nil {
+		return "", fmt.Errorf("%s: %w", tgz, err)
+	}
+	return filepath.Base(tgz), nil
 }
