@@ -49,8 +49,13 @@ the payload hash the token Secret points to, and it is controlled by the
 same NodePool (owner UID) as the token Secret. Anything else is ignored,
 counted in nodepool_payload_server_ignored_payloads_total{reason} and logged
 once, without content. One payload inflates to at most --max-payload-bytes,
-a pool has at most --max-payloads-per-pool indexed, and all of them hold at
-most --max-index-bytes (gauge nodepool_payload_server_index_bytes).
+a pool has at most --max-payloads-per-pool indexed, the payloads of one
+namespace hold at most --max-namespace-index-bytes (by default an equal
+share of the total for each namespace served, an eighth of it when serving
+every namespace), and all of them at most --max-index-bytes (gauge
+nodepool_payload_server_index_bytes). A payload past a limit is refused
+(reason pool_limit, namespace_full or index_full), kept in the Secret cache
+without its data, and read again once a payload leaves and it fits.
 
 A source (remote IP) failing token attempts faster than
 --failed-attempts-per-second (after --failed-attempts-burst) gets its 511s
@@ -92,6 +97,7 @@ namespace).`,
 	f.IntVar(&opts.Limits.MaxPayloadBytes, "max-payload-bytes", DefaultMaxPayloadBytes, "largest Ignition config one payload Secret may inflate to; larger ones are not served")
 	f.IntVar(&opts.Limits.MaxPayloadsPerPool, "max-payloads-per-pool", DefaultMaxPayloadsPerPool, "most payload Secrets indexed per pool")
 	f.Int64Var(&opts.Limits.MaxBytes, "max-index-bytes", DefaultMaxIndexBytes, "most bytes all indexed payloads may hold (inflated and compressed)")
+	f.Int64Var(&opts.Limits.MaxNamespaceBytes, "max-namespace-index-bytes", 0, fmt.Sprintf("most bytes the indexed payloads of one namespace may hold (default: --max-index-bytes divided by the number of namespaces served, or by %d when serving every namespace)", DefaultNamespaceShares))
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, in-cluster, then ~/.kube/config)")
 	f.DurationVar(&opts.ReadHeaderTimeout, "read-header-timeout", DefaultReadHeaderTimeout, "time a client has to send the request headers")
 	f.DurationVar(&opts.ReadTimeout, "read-timeout", DefaultReadTimeout, "time a client has to send the whole request")

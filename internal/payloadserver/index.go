@@ -34,7 +34,9 @@ import (
 //
 // Memory is bounded: one payload inflates to at most MaxPayloadBytes (a
 // decompression bomb is cut there), a pool has at most MaxPayloadsPerPool
-// payloads indexed, and all payloads together at most MaxBytes.
+// payloads indexed, a namespace at most MaxNamespaceBytes and all
+// payloads together at most MaxBytes (see budget.go). The informer's cache
+// keeps the Ignition config of the admitted payload Secrets only.
 type Index struct {
 	limits    IndexLimits
 	onIgnored func(*IgnoredError)
@@ -50,14 +52,19 @@ type Index struct {
 	// invalid holds the Secrets that carry the kind label but do not decode,
 	// and the payload Secrets refused, with their resource version.
 	invalid map[types.NamespacedName]string
-	// perPool counts the payload Secrets indexed per pool; bytes is what
-	// the indexed payloads hold (inflated JSON and gzip).
+	// perPool counts the payload Secrets held per pool, nsBytes the bytes
+	// held per namespace and bytes those of all (inflated JSON and gzip):
+	// held are the indexed payloads and the admitted pending ones.
 	perPool map[poolKey]int
+	nsBytes map[string]int64
 	bytes   int64
+	// pending holds the transform's decision on the latest version of a
+	// payload Secret, until its event is handled (budget.go).
+	pending map[types.NamespacedName]*admission
 	// deferred holds the payload Secrets refused for a limit (pool_limit,
-	// index_full): they are tried again when a payload leaves the index
-	// (Deferred).
-	deferred map[types.NamespacedName]struct{}
+	// namespace_full, index_full): they are tried again when a payload
+	// leaves the index (Deferred, Admissible).
+	deferred map[types.NamespacedName]deferral
 
 	// reported holds the payload Secrets reported as ignored at lookup
 	// (owner mismatch), by resource version, so each is reported once.
@@ -78,6 +85,11 @@ type IndexLimits struct {
 	MaxPayloadsPerPool int
 	// MaxBytes is the budget of all indexed payloads (IndexStats.Bytes).
 	MaxBytes int64
+	// MaxNamespaceBytes is the share of MaxBytes the payloads of one
+	// namespace may hold, so the Secrets of one namespace cannot fill the
+	// index for the others. Default: MaxBytes (no share) for an Index;
+	// the Server defaults it to NamespaceShare.
+	MaxNamespaceBytes int64
 	// OnIgnored is called, once per Secret and resource version, for each
 	// payload Secret the index refuses or will not serve, with the reason.
 	// It is called with the index locked: it must not call the index.
@@ -105,6 +117,9 @@ func (l IndexLimits) withDefaults() IndexLimits {
 	}
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = DefaultMaxIndexBytes
+	}
+	if l.MaxNamespaceBytes <= 0 {
+		l.MaxNamespaceBytes = l.MaxBytes
 	}
 	return l
 }
@@ -151,6 +166,7 @@ type payloadKey struct{ namespace, pool, hash string }
 type payloadEntry struct {
 	key             payloadKey
 	secret          types.NamespacedName
+	uid             types.UID
 	resourceVersion string
 	// owner is the UID of the NodePool controlling the Secret, "" when it
 	// has no controller.
@@ -189,7 +205,9 @@ type IndexStats struct {
 	// Invalid counts the Secrets with the kind label that do not decode,
 	// and the payload Secrets refused (see IgnoredError).
 	Invalid int
-	// Bytes is what the indexed payloads hold: inflated JSON plus gzip.
+	// Bytes is what the indexed payloads hold: inflated JSON plus gzip
+	// (with those admitted by the informer's transform and about to be
+	// indexed).
 	Bytes int64
 }
 
@@ -208,8 +226,10 @@ func NewIndexWithLimits(limits IndexLimits) *Index {
 		payloadSecrets: map[types.NamespacedName]*payloadEntry{},
 		invalid:        map[types.NamespacedName]string{},
 		perPool:        map[poolKey]int{},
+		nsBytes:        map[string]int64{},
+		pending:        map[types.NamespacedName]*admission{},
 		reported:       map[types.NamespacedName]string{},
-		deferred:       map[types.NamespacedName]struct{}{},
+		deferred:       map[types.NamespacedName]deferral{},
 	}
 }
 
@@ -266,44 +286,70 @@ func (ix *Index) reportOwnerMismatch(pe *payloadEntry, ts *tokenSecret) {
 // (so a token Secret edited into an invalid state stops serving at once)
 // and the error says why; it never contains a token or payload content.
 func (ix *Index) Upsert(s *corev1.Secret) error {
+	_, err := ix.upsert(s, false)
+	return err
+}
+
+// upsert is Upsert, and says whether it made room in the budgets (a
+// payload replaced by none, or by a smaller one or of another pool); force
+// indexes again a version already seen (Readmit).
+func (ix *Index) upsert(s *corev1.Secret, force bool) (freed bool, err error) {
 	name := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
-	if ix.unchanged(name, s.ResourceVersion) {
-		return nil
+	if !force && ix.unchanged(s) {
+		return false, nil
 	}
 	var (
-		ts  *tokenSecret
-		pe  *payloadEntry
-		err error
+		ts *tokenSecret
+		pe *payloadEntry
+		a  *admission
 	)
 	switch secrets.KindOf(s) {
 	case secrets.KindToken:
 		ts, err = newTokenSecret(s)
 	case secrets.KindPayload:
-		pe, err = ix.decodePayload(s)
+		// The transform decided on this version: its entry is charged
+		// already, or it was refused for a limit.
+		ix.mu.Lock()
+		a = ix.takePending(s)
+		d, deferred := ix.deferred[name]
+		ix.mu.Unlock()
+		if a == nil && deferred && s.ResourceVersion != "" && d.resourceVersion == s.ResourceVersion && s.Data[secrets.KeyIgnition] == nil {
+			// The cached copy of a deferred version (a resync): it stays
+			// deferred until there is room (Admissible, Readmit).
+			return false, nil
+		}
+		switch {
+		case a == nil:
+			if pe, err = ix.decodePayload(s); pe != nil {
+				pe.uid = s.UID
+			}
+		case a.err != nil:
+			pe, err = a.pe, a.err
+		default:
+			pe = a.pe
+		}
 	default:
 		err = fmt.Errorf("Secret %s has label %s=%q, neither %q nor %q", name, secrets.LabelKind, secrets.KindOf(s), secrets.KindToken, secrets.KindPayload)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	// A version refused for a limit already is not reported again.
+	d, wasDeferred := ix.deferred[name]
+	repeat := wasDeferred && d.resourceVersion == s.ResourceVersion && s.ResourceVersion != ""
+	old := ix.payloadSecrets[name]
 	ix.deleteLocked(name)
-	if pe != nil {
-		pk := poolKeyOf(pe)
-		switch {
-		case ix.perPool[pk] >= ix.limits.MaxPayloadsPerPool:
-			pe, err = nil, &IgnoredError{Secret: name, Reason: ReasonPoolLimit, Err: fmt.Errorf(
-				"pool %s/%s has %d payload Secrets of its controller (UID %q) indexed already, the limit", pk.namespace, pk.pool, ix.limits.MaxPayloadsPerPool, pk.owner)}
-		case ix.bytes+pe.bytes > ix.limits.MaxBytes:
-			pe, err = nil, &IgnoredError{Secret: name, Reason: ReasonIndexFull, Err: fmt.Errorf(
-				"its %d bytes would take the index past its budget of %d bytes (%d held)", pe.bytes, ix.limits.MaxBytes, ix.bytes)}
+	if pe != nil && err == nil && a == nil {
+		if ign := ix.refusal(pe, nil); ign != nil {
+			err = ign
 		}
 	}
 	var ign *IgnoredError
-	if errors.As(err, &ign) && ix.onIgnored != nil {
+	if errors.As(err, &ign) && ix.onIgnored != nil && !(repeat && isLimit(ign.Reason)) {
 		ix.onIgnored(ign)
 	}
 	switch {
-	case ign != nil && (ign.Reason == ReasonPoolLimit || ign.Reason == ReasonIndexFull):
-		ix.deferred[name] = struct{}{}
+	case ign != nil && isLimit(ign.Reason):
+		ix.deferred[name] = deferral{resourceVersion: s.ResourceVersion, size: sizeOnly(pe)}
 	case err != nil:
 		ix.invalid[name] = s.ResourceVersion
 	case ts != nil:
@@ -315,21 +361,30 @@ func (ix *Index) Upsert(s *corev1.Secret) error {
 	case pe != nil:
 		ix.payloadSecrets[name] = pe
 		ix.payloads[pe.key] = append(ix.payloads[pe.key], pe)
-		ix.perPool[poolKeyOf(pe)]++
-		ix.bytes += pe.bytes
+		if a == nil {
+			ix.charge(pe, 1)
+		}
 	}
-	return err
+	if old != nil {
+		now := ix.payloadSecrets[name]
+		freed = now == nil || now.bytes < old.bytes || poolKeyOf(now) != poolKeyOf(old)
+	}
+	return freed, err
 }
 
 // unchanged says whether the Secret was indexed at this resource version
 // already (an informer resync), so a resync does not inflate every payload
 // again.
-func (ix *Index) unchanged(name types.NamespacedName, rv string) bool {
+func (ix *Index) unchanged(s *corev1.Secret) bool {
+	name, rv := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, s.ResourceVersion
 	if rv == "" {
 		return false
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	if a, ok := ix.pending[name]; ok && a.key == (verdictKey{s.UID, rv}) {
+		return false // the transform decided on this version: take it
+	}
 	if ts, ok := ix.tokenSecrets[name]; ok {
 		return ts.resourceVersion == rv
 	}
@@ -352,6 +407,7 @@ func (ix *Index) DeleteIncarnation(name types.NamespacedName, uid types.UID) {
 	ix.verdicts.forget(name, uid)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	ix.forgetPending(name, uid)
 	ix.deleteLocked(name)
 }
 
@@ -388,11 +444,7 @@ func (ix *Index) deleteLocked(name types.NamespacedName) {
 	}
 	if pe, ok := ix.payloadSecrets[name]; ok {
 		delete(ix.payloadSecrets, name)
-		pk := poolKeyOf(pe)
-		if ix.perPool[pk]--; ix.perPool[pk] <= 0 {
-			delete(ix.perPool, pk)
-		}
-		ix.bytes -= pe.bytes
+		ix.charge(pe, -1)
 		if rest := removeFunc(ix.payloads[pe.key], func(e *payloadEntry) bool { return e == pe }); len(rest) > 0 {
 			ix.payloads[pe.key] = rest
 		} else {

@@ -72,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer, index *Index) (*Metrics, error) {
 	}, []string{"result"})
 	ignored := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nodepool_payload_server_ignored_payloads_total",
-		Help: "Payload Secrets not served, by reason (invalid, too_large, not_owned, hash_mismatch, content_mismatch, owner_mismatch, pool_limit, index_full); each Secret is counted and logged once.",
+		Help: "Payload Secrets not served, by reason (invalid, too_large, not_owned, hash_mismatch, content_mismatch, owner_mismatch, pool_limit, namespace_full, index_full, name_mismatch); each Secret is counted and logged once.",
 	}, []string{"reason"})
 	delayed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "nodepool_payload_server_delayed_failures_total",

@@ -44,6 +44,8 @@ const (
 	shutdownTimeout = 15 * time.Second
 	// firstFetchWorkers patch token Secrets concurrently.
 	firstFetchWorkers = 2
+	// retryTimeout bounds reading one deferred payload Secret again.
+	retryTimeout = 10 * time.Second
 )
 
 // Options configure a Server. Zero durations and sizes take the defaults.
@@ -60,8 +62,10 @@ type Options struct {
 	// IP) before their answers are delayed (defaults for zero values).
 	Failures FailureLimits
 	// Limits bound the index: the inflated size of one payload, the
-	// payloads per pool and the bytes of all payloads (defaults for zero
-	// values). Limits.OnIgnored is the server's own.
+	// payloads per pool, the bytes of one namespace's payloads and of all
+	// (defaults for zero values; MaxNamespaceBytes defaults to
+	// NamespaceShare of MaxBytes and the namespaces served).
+	// Limits.OnIgnored is the server's own.
 	Limits IndexLimits
 	// Address is the HTTPS listener of GET /ignition (DefaultAddress).
 	Address string
@@ -125,10 +129,13 @@ func (o Options) withDefaults() Options {
 // Secrets feeding an Index, the HTTPS listener answering from it, the
 // first-fetch recorder, and the probe listener.
 type Server struct {
-	opts     Options
-	log      logr.Logger
-	certs    *certwatcher.CertWatcher
-	cache    cache.Cache
+	opts  Options
+	log   logr.Logger
+	certs *certwatcher.CertWatcher
+	cache cache.Cache
+	// reader reads deferred payload Secrets again from the API server, as
+	// the cache holds them without data.
+	reader   client.Reader
 	index    *Index
 	recorder *firstFetchRecorder
 	https    *http.Server
@@ -167,6 +174,13 @@ func New(opts Options) (*Server, error) {
 		// The error names the Secret and what is wrong, never content.
 		ignoredLog.Error(e.Err, "not serving a payload Secret", "secret", e.Secret, "reason", e.Reason)
 	}
+	limits = limits.withDefaults()
+	if opts.Limits.MaxNamespaceBytes <= 0 {
+		limits.MaxNamespaceBytes = NamespaceShare(limits.MaxBytes, len(opts.namespaces()))
+	}
+	if limits.MaxNamespaceBytes > limits.MaxBytes {
+		return nil, fmt.Errorf("payload server: --max-namespace-index-bytes (%d) is more than --max-index-bytes (%d)", limits.MaxNamespaceBytes, limits.MaxBytes)
+	}
 	s.index = NewIndexWithLimits(limits)
 	cacheOpts := cache.Options{
 		Scheme: scheme,
@@ -196,6 +210,9 @@ func New(opts Options) (*Server, error) {
 		if writer, err = client.New(opts.Config, client.Options{Scheme: scheme}); err != nil {
 			return nil, fmt.Errorf("payload server: creating the API client: %w", err)
 		}
+	}
+	if s.reader, err = client.New(opts.Config, client.Options{Scheme: scheme}); err != nil {
+		return nil, fmt.Errorf("payload server: creating the API client: %w", err)
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -368,8 +385,22 @@ func (s *Server) upsert(obj any) {
 	if !ok {
 		return
 	}
+	freed, err := s.index.UpsertFreeing(sec)
+	s.logUpsert(sec, err)
 	var ign *IgnoredError
-	if err := s.index.Upsert(sec); err != nil && !errors.As(err, &ign) { // ignored payloads are logged once by OnIgnored
+	switch {
+	case freed:
+		// A payload replaced by a smaller or refused version made room.
+		s.retryDeferred()
+	case errors.As(err, &ign) && isLimit(ign.Reason) && s.index.deferredFits(types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}):
+		// Room was made since the transform refused it.
+		s.retryDeferred()
+	}
+}
+
+func (s *Server) logUpsert(sec *corev1.Secret, err error) {
+	var ign *IgnoredError
+	if err != nil && !errors.As(err, &ign) { // ignored payloads are logged once by OnIgnored
 		// Decoding errors name the Secret and the faulty key, never a token
 		// or payload content.
 		s.log.Error(err, "not serving an invalid Secret", "secret", types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name})
@@ -391,16 +422,27 @@ func (s *Server) delete(obj any) {
 	}
 }
 
-// retryDeferred indexes again the payload Secrets refused for a limit, now
-// that a payload has left the index. They come from the cache, which holds
-// every labelled Secret.
+// retryDeferred indexes again the payload Secrets refused for a limit that
+// fit now that a payload has left the index. The cache holds them without
+// data, so each is read again from the API server (a list of its name: the
+// server may list Secrets, not get them).
 func (s *Server) retryDeferred() {
-	for _, name := range s.index.Deferred() {
-		var sec corev1.Secret
-		if err := s.cache.Get(context.Background(), name, &sec); err != nil {
-			continue // gone meanwhile: its delete event forgets it
+	for _, name := range s.index.Admissible() {
+		ctx, cancel := context.WithTimeout(context.Background(), retryTimeout)
+		var list corev1.SecretList
+		err := s.reader.List(ctx, &list, client.InNamespace(name.Namespace),
+			client.MatchingLabelsSelector{Selector: secrets.Selector()},
+			client.MatchingFields{"metadata.name": name.Name})
+		cancel()
+		if err != nil {
+			// It stays deferred, tried again when another payload leaves.
+			s.log.Error(err, "reading a deferred payload Secret again", "secret", name)
+			continue
 		}
-		s.upsert(&sec)
+		for i := range list.Items {
+			s.logUpsert(&list.Items[i], s.index.Readmit(&list.Items[i]))
+		}
+		// Not listed: gone meanwhile, and its delete event forgets it.
 	}
 }
 

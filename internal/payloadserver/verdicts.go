@@ -84,10 +84,11 @@ func (v *verdicts) forget(name types.NamespacedName, uid types.UID) {
 }
 
 // Transform is the informer's transform for an index: TransformSecret, and
-// for a payload Secret the content check, after which the cache keeps only
-// its Ignition config (nothing at all if it failed). Upsert of the
-// transformed object uses the recorded outcome. Without a UID and resource
-// version (not from the API server) a Secret is left whole.
+// for a payload Secret the content check and the index's budgets (admit),
+// after which the cache keeps only its Ignition config, and only if the
+// index admits it (nothing at all otherwise). Upsert of the transformed
+// object uses the recorded outcome. Without a UID and resource version
+// (not from the API server) a Secret is left whole.
 func (ix *Index) Transform(obj any) (any, error) {
 	obj, err := TransformSecret(obj)
 	s, ok := obj.(*corev1.Secret)
@@ -99,13 +100,14 @@ func (ix *Index) Transform(obj any) (any, error) {
 	// The cache may transform an object more than once: a version already
 	// checked (and stripped) keeps its verdict.
 	verr, seen := ix.verdicts.get(name, key)
+	var pe *payloadEntry
 	if !seen {
-		_, verr = verifyPayload(s, ix.limits.MaxPayloadBytes)
+		pe, verr = verifyPayload(s, ix.limits.MaxPayloadBytes)
 		ix.verdicts.put(name, key, verr)
 	}
 	delete(s.Data, secrets.KeyManifest)
 	delete(s.Data, secrets.KeyFragments)
-	if verr != nil {
+	if verr != nil || !ix.admit(s, key, pe) {
 		delete(s.Data, secrets.KeyIgnition)
 	}
 	return s, nil

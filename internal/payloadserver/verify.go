@@ -48,6 +48,9 @@ const (
 	// ReasonIndexFull: indexing the payload would exceed the index's byte
 	// budget.
 	ReasonIndexFull = "index_full"
+	// ReasonNamespaceFull: indexing the payload would take its namespace
+	// past its share of the index's byte budget.
+	ReasonNamespaceFull = "namespace_full"
 	// ReasonNameMismatch: the Secret's content is a payload of its pool,
 	// but its name is not the one the controller gives that payload
 	// (secrets.PayloadSecretName): only the Secret of that name, unique in
@@ -59,7 +62,7 @@ const (
 var IgnoredReasons = []string{
 	ReasonInvalid, ReasonTooLarge, ReasonNotOwned, ReasonHashMismatch,
 	ReasonContentMismatch, ReasonOwnerMismatch, ReasonPoolLimit, ReasonIndexFull,
-	ReasonNameMismatch,
+	ReasonNameMismatch, ReasonNamespaceFull,
 }
 
 // IgnoredError says why a payload Secret is not served. Its message names
