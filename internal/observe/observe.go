@@ -17,6 +17,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/gather"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
@@ -30,7 +31,7 @@ import (
 // are nil. The error returned is transient (the API server could not be
 // read): retry.
 func Latest(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, s inputs.Settings, in *rollout.Input) (*inputs.Inputs, error) {
-	gathered, err := inputs.Gather(ctx, c, pool, s)
+	gathered, err := gather.Gather(ctx, c, pool, s)
 	if err != nil && inputs.Reason(err) == "" {
 		return nil, fmt.Errorf("gathering inputs: %w", err)
 	}
