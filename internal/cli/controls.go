@@ -44,7 +44,7 @@ unbreakable exclusion still holds it).`,
 			if err := outside.check(); err != nil {
 				return err
 			}
-			when, what := forcedNow(o.now()), "restarted"
+			when, what := poolmath.ForcedNow(o.now()), "restarted"
 			if at != "" {
 				t, err := timeFlag("at", at)
 				if err != nil {
@@ -200,7 +200,7 @@ replace every machine for nothing; --force does it anyway.`,
 			if len(pending) == 0 && !force {
 				return fmt.Errorf("%s has no pending platform changes (status.pendingManagementChanges is empty): nothing to apply; use kubectl nodepool rollout restart to replace every machine anyway, or --force", poolRef(pool))
 			}
-			forced := forcedNow(o.now())
+			forced := poolmath.ForcedNow(o.now())
 			at := forced.Format(time.RFC3339)
 			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", applyPendingRequest(forced, outside)); err != nil {
 				return err
@@ -292,15 +292,6 @@ func (o *Options) done(pool *nodepoolv1.NodePool, format string, args ...any) er
 	}
 	_, err := fmt.Fprintf(o.out(), format, args...)
 	return err
-}
-
-// forcedNow is the time a forced rollout "now" is written with: the next
-// whole second. Cluster API compares spec.rollout.after with MachineSet
-// creation times, which have a resolution of a second, and keeps a
-// MachineSet created in that very second; a second ahead is after every
-// machine that exists now, so each of them is replaced.
-func forcedNow(now time.Time) time.Time {
-	return now.UTC().Truncate(time.Second).Add(time.Second)
 }
 
 // timeFlag parses the value of a time flag: RFC3339, in UTC, to the second
