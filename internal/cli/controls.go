@@ -166,7 +166,7 @@ func newApplyPendingCommand(o *Options) *cobra.Command {
 		Use:   "apply-pending POOL",
 		Short: "Roll the pool's nodes to apply pending platform changes",
 		Long: `Apply pending platform (management) changes on the platform's behalf: set the
-annotation ` + rollout.AnnotationApplyPending + ` to now, so that every machine
+annotation ` + nodepoolv1.AnnotationApplyPending + ` to now, so that every machine
 created before now is replaced once, on the latest payload. The rollout is
 recorded with initiator "platform". A paused pool starts it when the pause ends.
 A pool with maintenance windows (spec.management.maintenance) starts it in its
@@ -202,7 +202,7 @@ replace every machine for nothing; --force does it anyway.`,
 			}
 			forced := poolmath.ForcedNow(o.now())
 			at := forced.Format(time.RFC3339)
-			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", applyPendingRequest(forced, outside)); err != nil {
+			if err := patchPool(ctx, c, pool, "metadata.annotations["+nodepoolv1.AnnotationApplyPending+"]", applyPendingRequest(forced, outside)); err != nil {
 				return err
 			}
 			what := "every machine created before " + at + " is replaced"
@@ -235,7 +235,7 @@ func applyPendingRequest(at time.Time, outside *outsideWindowsFlags) func(*nodep
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[rollout.AnnotationApplyPending] = at.UTC().Format(time.RFC3339)
+		p.Annotations[nodepoolv1.AnnotationApplyPending] = at.UTC().Format(time.RFC3339)
 		delete(p.Annotations, nodepoolv1.AnnotationFleetRollout)
 		outside.set(p, at)
 	}

@@ -14,7 +14,6 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
-	"nodepool.dev/nodepool/internal/rollout"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 	"nodepool.dev/nodepool/test/stack"
 )
@@ -113,7 +112,7 @@ func TestAFleetRolloutHaltsWhenAPoolOfWave2FailsItsHealthGateTouchesNoPoolOfWave
 
 	// No pool of wave 3 is touched while halted.
 	untouched := func(s stack.PoolState) bool {
-		return s.Pool.Annotations[nodepoolv1.AnnotationFleetRollout] == "" && s.Pool.Annotations[rollout.AnnotationApplyPending] == "" && s.Pool.Status.Updating == ""
+		return s.Pool.Annotations[nodepoolv1.AnnotationFleetRollout] == "" && s.Pool.Annotations[nodepoolv1.AnnotationApplyPending] == "" && s.Pool.Status.Updating == ""
 	}
 	for _, p := range wave3 {
 		st.HoldsFor(t, p, 3*time.Second, "a pool of wave 3 untouched while halted", untouched)
