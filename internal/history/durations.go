@@ -1,14 +1,9 @@
 package history
 
 import (
-	"context"
-	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
 
 // RecentLimit is how many of a pool's latest completed rollouts predict
@@ -32,14 +27,4 @@ func Durations(crs []appsv1.ControllerRevision, limit int) []time.Duration {
 		}
 	}
 	return out
-}
-
-// RecentDurations reads the pool's revisions and returns Durations of
-// them.
-func RecentDurations(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) ([]time.Duration, error) {
-	list := &appsv1.ControllerRevisionList{}
-	if err := c.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
-		return nil, fmt.Errorf("listing the pool's history: %w", err)
-	}
-	return Durations(Records(pool, list.Items), RecentLimit), nil
 }

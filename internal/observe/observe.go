@@ -15,7 +15,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/history"
+	"nodepool.dev/nodepool/internal/history/listing"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/inputs/gather"
 	"nodepool.dev/nodepool/internal/payload"
@@ -223,7 +223,7 @@ func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, i
 	if pool.Spec.Management.Maintenance != nil {
 		// Whether a rollout fits its maintenance window: a guess, so a
 		// failed read only leaves it out.
-		if d, err := history.RecentDurations(ctx, c, pool); err != nil {
+		if d, err := listing.RecentDurations(ctx, c, pool); err != nil {
 			log.V(1).Info("rollout durations not read", "reason", err.Error())
 		} else {
 			in.RecentRolloutDurations = d
