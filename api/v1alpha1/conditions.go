@@ -141,6 +141,16 @@ const (
 	// served before the force, which a halted forced rollout returns new
 	// machines to (its payload Secret is kept meanwhile).
 	AnnotationForcedFrom = "nodepool.dev/forced-from"
+	// AnnotationApplyPending on a NodePool asks the controller, on the
+	// platform's behalf, to apply pending management drift: its value is an
+	// RFC3339 time; every machine created before it is replaced once
+	// (`kubectl nodepool rollout apply-pending` sets it to now).
+	AnnotationApplyPending = "nodepool.dev/apply-pending-at"
+	// AnnotationRolledBack on a pool holds the rollout hash the health gate
+	// rolled back: while the pool's inputs still render to it, the engine
+	// keeps the previous revision. Any other owner change supersedes it;
+	// removing the annotation retries the same configuration.
+	AnnotationRolledBack = "nodepool.dev/rolled-back"
 	// LabelPool names the pool (its name) an object belongs to.
 	LabelPool = "nodepool.dev/pool"
 	// LabelPayload is the node label carrying a prefix of the payload hash

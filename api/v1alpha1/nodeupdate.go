@@ -83,7 +83,3 @@ const (
 	UpdatePhaseDraining = "Draining"
 	UpdatePhaseUpdating = "Updating"
 )
-
-// UpdateSecretKey is the key of the update Secret holding the pointer
-// config, as in Cluster API bootstrap data Secrets.
-const UpdateSecretKey = "value"

@@ -44,7 +44,7 @@ unbreakable exclusion still holds it).`,
 			if err := outside.check(); err != nil {
 				return err
 			}
-			when, what := forcedNow(o.now()), "restarted"
+			when, what := poolmath.ForcedNow(o.now()), "restarted"
 			if at != "" {
 				t, err := timeFlag("at", at)
 				if err != nil {
@@ -166,7 +166,7 @@ func newApplyPendingCommand(o *Options) *cobra.Command {
 		Use:   "apply-pending POOL",
 		Short: "Roll the pool's nodes to apply pending platform changes",
 		Long: `Apply pending platform (management) changes on the platform's behalf: set the
-annotation ` + rollout.AnnotationApplyPending + ` to now, so that every machine
+annotation ` + nodepoolv1.AnnotationApplyPending + ` to now, so that every machine
 created before now is replaced once, on the latest payload. The rollout is
 recorded with initiator "platform". A paused pool starts it when the pause ends.
 A pool with maintenance windows (spec.management.maintenance) starts it in its
@@ -200,9 +200,9 @@ replace every machine for nothing; --force does it anyway.`,
 			if len(pending) == 0 && !force {
 				return fmt.Errorf("%s has no pending platform changes (status.pendingManagementChanges is empty): nothing to apply; use kubectl nodepool rollout restart to replace every machine anyway, or --force", poolRef(pool))
 			}
-			forced := forcedNow(o.now())
+			forced := poolmath.ForcedNow(o.now())
 			at := forced.Format(time.RFC3339)
-			if err := patchPool(ctx, c, pool, "metadata.annotations["+rollout.AnnotationApplyPending+"]", applyPendingRequest(forced, outside)); err != nil {
+			if err := patchPool(ctx, c, pool, "metadata.annotations["+nodepoolv1.AnnotationApplyPending+"]", applyPendingRequest(forced, outside)); err != nil {
 				return err
 			}
 			what := "every machine created before " + at + " is replaced"
@@ -235,7 +235,7 @@ func applyPendingRequest(at time.Time, outside *outsideWindowsFlags) func(*nodep
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[rollout.AnnotationApplyPending] = at.UTC().Format(time.RFC3339)
+		p.Annotations[nodepoolv1.AnnotationApplyPending] = at.UTC().Format(time.RFC3339)
 		delete(p.Annotations, nodepoolv1.AnnotationFleetRollout)
 		outside.set(p, at)
 	}
@@ -292,15 +292,6 @@ func (o *Options) done(pool *nodepoolv1.NodePool, format string, args ...any) er
 	}
 	_, err := fmt.Fprintf(o.out(), format, args...)
 	return err
-}
-
-// forcedNow is the time a forced rollout "now" is written with: the next
-// whole second. Cluster API compares spec.rollout.after with MachineSet
-// creation times, which have a resolution of a second, and keeps a
-// MachineSet created in that very second; a second ahead is after every
-// machine that exists now, so each of them is replaced.
-func forcedNow(now time.Time) time.Time {
-	return now.UTC().Truncate(time.Second).Add(time.Second)
 }
 
 // timeFlag parses the value of a time flag: RFC3339, in UTC, to the second

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // fleetRolloutFlags are the flags of `fleet rollout NAME`.
@@ -237,7 +238,7 @@ holds (a pool's rollout still unhealthy), the rollout halts again at once.`,
   kubectl nodepool fleet rollout resume proxy-fix`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			now := metav1.NewTime(forcedNow(o.now()))
+			now := metav1.NewTime(poolmath.ForcedNow(o.now()))
 			return o.patchFleetRollout(cmd.Context(), args[0], "spec.resumedAt", func(fr *nodepoolv1.FleetRollout) (string, bool) {
 				if fr.Spec.Cancelled {
 					return "is cancelled: nothing to resume", false

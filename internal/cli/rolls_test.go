@@ -10,6 +10,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // What `rollout restart` and `rollout apply-pending` say about when the
@@ -59,7 +60,7 @@ func TestARequestSaysWhenTheEngineRollsIt(t *testing.T) {
 			if flags == nil {
 				flags = &outsideWindowsFlags{}
 			}
-			when := forcedNow(now)
+			when := poolmath.ForcedNow(now)
 			request := restartRequest(when, flags)
 			if tc.apply {
 				request = applyPendingRequest(when, flags)

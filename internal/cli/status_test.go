@@ -43,7 +43,7 @@ func TestStatusOfAnExpiredPauseWithADueApplyPendingIsStarting(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	in := settledInput(t, inputstest.New(), now)
 	in.Pool.Spec.Management.PausedUntil = now.Add(-time.Second).Format(time.RFC3339)
-	in.Pool.Annotations[rollout.AnnotationApplyPending] = now.Add(-2 * time.Second).Format(time.RFC3339)
+	in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = now.Add(-2 * time.Second).Format(time.RFC3339)
 	in.Pool.Status.Conditions = []metav1.Condition{{Type: nodepoolv1.ConditionUpdatingConfig, Status: metav1.ConditionFalse,
 		Reason: nodepoolv1.ReasonPaused, Message: "a forced rollout (platform) is pending; the pool is paused"}}
 	plan := rollout.Decide(in)

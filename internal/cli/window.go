@@ -161,7 +161,7 @@ func withWindows(rows []FleetRow) bool {
 }
 
 // sayWhenItRolls words when the forced rollout requested for at (now, as
-// forcedNow writes it, or a later time) rolls, from d: the engine's
+// poolmath.ForcedNow writes it, or a later time) rolls, from d: the engine's
 // decision for the pool as it is after the request, made for the later of
 // now and at. It rolls then (outside the windows on the emergency path),
 // waits for a window or an exclusion, or replaces nothing. A pause is
@@ -169,7 +169,7 @@ func withWindows(rows []FleetRow) bool {
 // is said.
 func sayWhenItRolls(w io.Writer, pool *nodepoolv1.NodePool, d rollout.Decision, at, now time.Time, f *outsideWindowsFlags) {
 	when := "now"
-	if at.After(forcedNow(now)) { // forcedNow is "now", to the next second
+	if at.After(poolmath.ForcedNow(now)) { // poolmath.ForcedNow is "now", to the next second
 		when = "at " + at.UTC().Format(time.RFC3339)
 	}
 	ref := poolRef(pool)

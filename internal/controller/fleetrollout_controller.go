@@ -25,7 +25,6 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/history"
-	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // FleetRolloutReconciler runs FleetRollouts: it selects the pools once,
@@ -424,15 +423,15 @@ func (r *FleetRolloutReconciler) writePool(ctx context.Context, fr *nodepoolv1.F
 		ann[nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)] = *w.store
 	}
 	if t := w.trigger; t != nil {
-		ann[rollout.AnnotationApplyPending] = t.At.UTC().Format(time.RFC3339)
+		ann[nodepoolv1.AnnotationApplyPending] = t.At.UTC().Format(time.RFC3339)
 		ann[nodepoolv1.AnnotationFleetRollout] = fr.Name
 	}
 	if rl := w.release; rl != nil && w.trigger == nil {
 		if cached == nil || cached.Annotations[nodepoolv1.AnnotationFleetRollout] == fr.Name {
 			ann[nodepoolv1.AnnotationFleetRollout] = nil
 		}
-		if rl.At != nil && cached != nil && cached.Annotations[rollout.AnnotationApplyPending] == rl.At.UTC().Format(time.RFC3339) {
-			ann[rollout.AnnotationApplyPending] = nil
+		if rl.At != nil && cached != nil && cached.Annotations[nodepoolv1.AnnotationApplyPending] == rl.At.UTC().Format(time.RFC3339) {
+			ann[nodepoolv1.AnnotationApplyPending] = nil
 		}
 	}
 	if len(ann) == 0 {

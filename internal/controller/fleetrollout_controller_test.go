@@ -17,7 +17,6 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
-	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // The controller keeps each pool's state on the pool: the selection, the
@@ -87,19 +86,19 @@ func TestTheFleetControllerKeepsEachPoolsStateOnThePool(t *testing.T) {
 	var at string
 	for _, ns := range []string{"a", "b"} {
 		m, p := kept(ns)
-		if m.State != nodepoolv1.FleetPoolRolling || m.TriggeredAt == nil || p.Annotations[rollout.AnnotationApplyPending] != m.TriggeredAt.UTC().Format(time.RFC3339) || p.Annotations[nodepoolv1.AnnotationFleetRollout] != "proxy-fix" {
+		if m.State != nodepoolv1.FleetPoolRolling || m.TriggeredAt == nil || p.Annotations[nodepoolv1.AnnotationApplyPending] != m.TriggeredAt.UTC().Format(time.RFC3339) || p.Annotations[nodepoolv1.AnnotationFleetRollout] != "proxy-fix" {
 			t.Fatalf("%s triggered: %+v, annotations %v", ns, m, p.Annotations)
 		}
-		at = p.Annotations[rollout.AnnotationApplyPending]
+		at = p.Annotations[nodepoolv1.AnnotationApplyPending]
 	}
 	// A restarted controller: nothing more is triggered, no time moves.
 	r = reconciler()
 	step()
 	step()
-	if m, p := kept("c"); m.State != nodepoolv1.FleetPoolPending || p.Annotations[rollout.AnnotationApplyPending] != "" {
+	if m, p := kept("c"); m.State != nodepoolv1.FleetPoolPending || p.Annotations[nodepoolv1.AnnotationApplyPending] != "" {
 		t.Fatalf("c after a restart: %+v, %v (maxConcurrent 2)", m, p.Annotations)
 	}
-	if _, p := kept("a"); p.Annotations[rollout.AnnotationApplyPending] != at {
+	if _, p := kept("a"); p.Annotations[nodepoolv1.AnnotationApplyPending] != at {
 		t.Fatalf("a's time moved after a restart: %v, want %s", p.Annotations, at)
 	}
 	// Deleting the rollout removes its state from the pools.

@@ -85,6 +85,23 @@ func observeRolloutCompleted(pool *nodepoolv1.NodePool, initiator, outcome strin
 	}
 }
 
+// Stages of a reconcile, the values of the "stage" label of
+// nodepool_reconcile_errors_total.
+const (
+	// stageRead: reading the pool's inputs or objects failed.
+	stageRead = "read"
+	// stageDecide: the engine did not decide.
+	stageDecide = "decide"
+	// stageHistory: writing the rollout's record failed.
+	stageHistory = "history"
+	// stageApply: carrying out the plan failed.
+	stageApply = "apply"
+	// stageConflict: an object of the pool's names is not the pool's.
+	stageConflict = "conflict"
+	// stageStatus: patching the pool's status failed.
+	stageStatus = "status"
+)
+
 func observeReconcileError(pool *nodepoolv1.NodePool, stage string) {
 	reconcileErrors.WithLabelValues(pool.Namespace, pool.Name, stage).Inc()
 }

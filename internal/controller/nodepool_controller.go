@@ -131,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		r.finish(ctx, rc, retErr)
 		if err := r.patchPool(ctx, rc.before, pool); err != nil {
-			observeReconcileError(pool, "status")
+			observeReconcileError(pool, stageStatus)
 			retErr = errors.Join(retErr, err)
 		}
 	}()
@@ -139,16 +139,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		stage string
 		run   func(context.Context, *poolReconcile) error
 	}{
-		{"read", r.gather},
-		{"read", r.observePool},
-		{"decide", r.decide},
-		{"history", r.record},
-		{"apply", r.applyPlan},
+		{stageRead, r.gather},
+		{stageRead, r.observePool},
+		{stageDecide, r.decide},
+		{stageHistory, r.record},
+		{stageApply, r.applyPlan},
 	} {
 		if err := phase.run(ctx, rc); err != nil {
 			rc.stage = phase.stage
 			if isConflict(err) {
-				rc.stage = "conflict"
+				rc.stage = stageConflict
 			}
 			observeReconcileError(pool, rc.stage)
 			return ctrl.Result{}, err
@@ -283,7 +283,7 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 		switch {
 		case isConflict(err):
 			active.Reason = nodepoolv1.ReasonNameConflict
-		case rc.stage == "read":
+		case rc.stage == stageRead:
 			active.Reason = nodepoolv1.ReasonReadFailed
 			active.Message = "reading the pool's objects failed, nothing was changed: " + err.Error()
 		default:

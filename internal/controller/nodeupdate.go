@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -13,8 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/secrets"
@@ -24,13 +21,6 @@ import (
 // update Secret may exist in the workload cluster: set when it is written,
 // cleared once it is deleted after the update.
 const annotationUpdateSecretWritten = "update.nodepool.dev/secret-written"
-
-// updateSecretName names the Secret in the workload cluster from which an
-// InPlace pool's nodes fetch their update: unique per management namespace
-// and pool, since several clusters may share an API server in tests.
-func updateSecretName(pool *nodepoolv1.NodePool) string {
-	return "nodepool-update." + pool.Namespace + "." + pool.Name
-}
 
 // applyNodeActions carries out the in-place steps of the plan on the
 // workload cluster's Nodes and the management cluster's Machines. A
@@ -98,7 +88,7 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 			delete(ann, nodepoolv1.AnnotationDrainBlocked)
 			ann[nodepoolv1.AnnotationUpdatePhase] = nodepoolv1.UpdatePhaseUpdating
 			ann[nodepoolv1.AnnotationDesiredPayload] = a.Payload
-			ann[nodepoolv1.AnnotationUpdateSecret] = r.Settings.NodeUpdateNamespace + "/" + updateSecretName(pool)
+			ann[nodepoolv1.AnnotationUpdateSecret] = secrets.UpdateSecretRef(r.Settings.NodeUpdateNamespace, pool)
 			ann[nodepoolv1.AnnotationUpdateRequestedAt] = now
 		case rollout.StepFinish:
 			if err := r.recordMachineUpdated(ctx, w, a, now); err != nil {
@@ -154,29 +144,23 @@ func (r *Reconciler) ensureUpdateSecret(ctx context.Context, c client.Client, po
 	if err != nil {
 		return fmt.Errorf("rendering the update pointer config: %w", err)
 	}
-	key := client.ObjectKey{Namespace: r.Settings.NodeUpdateNamespace, Name: updateSecretName(pool)}
+	key := client.ObjectKey{Namespace: r.Settings.NodeUpdateNamespace, Name: secrets.UpdateSecretName(pool)}
 	existing := &corev1.Secret{}
 	err = c.Get(ctx, key, existing)
 	switch {
 	case apierrors.IsNotFound(err):
-		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{
-				nodepoolv1.LabelPool: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName}},
-			Type: corev1.SecretTypeOpaque,
-			Data: map[string][]byte{nodepoolv1.UpdateSecretKey: pointer},
-		}
-		if err := c.Create(ctx, s); err != nil {
+		if err := c.Create(ctx, secrets.NewUpdateSecret(key.Namespace, pool, pointer)); err != nil {
 			return fmt.Errorf("creating the update Secret %s in the workload cluster: %w", key, err)
 		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading the update Secret %s in the workload cluster: %w", key, err)
 	}
-	if bytes.Equal(existing.Data[nodepoolv1.UpdateSecretKey], pointer) {
+	if secrets.HoldsPointer(existing, pointer) {
 		return nil
 	}
 	updated := existing.DeepCopy()
-	updated.Data = map[string][]byte{nodepoolv1.UpdateSecretKey: pointer}
+	secrets.SetPointer(updated, pointer)
 	if err := c.Update(ctx, updated); err != nil {
 		return fmt.Errorf("updating the update Secret %s in the workload cluster: %w", key, err)
 	}
@@ -218,7 +202,7 @@ func (r *Reconciler) recordMachinesUserData(ctx context.Context, w *world) error
 // deleteUpdateSecret deletes the pool's update Secret from the workload
 // cluster: no node needs its token between updates.
 func deleteUpdateSecret(ctx context.Context, c client.Client, namespace string, pool *nodepoolv1.NodePool) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: updateSecretName(pool)}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: secrets.UpdateSecretName(pool)}}
 	if err := c.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting the update Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}

@@ -165,7 +165,7 @@ func randomPool(t *testing.T, rng *rand.Rand, now time.Time) (rollout.Input, str
 	}
 	if rng.IntN(3) == 0 {
 		at := when().Truncate(time.Second)
-		pool.Annotations[rollout.AnnotationApplyPending] = at.Format(time.RFC3339)
+		pool.Annotations[nodepoolv1.AnnotationApplyPending] = at.Format(time.RFC3339)
 		note("apply-pending %s", at.Format(time.RFC3339))
 	}
 	if rng.IntN(3) == 0 {

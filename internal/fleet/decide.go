@@ -11,6 +11,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // Pool is what the controller observed of one selected pool.
@@ -123,11 +124,6 @@ type Result struct {
 	Events       []Event
 	RequeueAfter time.Duration
 }
-
-// TriggerTime is the apply-pending time a pool triggered at now gets: the
-// next whole second, as `kubectl nodepool rollout apply-pending` writes,
-// so every machine existing now was created before it.
-func TriggerTime(now time.Time) time.Time { return now.UTC().Truncate(time.Second).Add(time.Second) }
 
 // Decide computes the next step of a started fleet rollout (status.pools
 // assigned, see Assign).
@@ -483,7 +479,7 @@ func (d *decider) startPools(wave int32) {
 		case turnWait:
 			p.Message = why
 		default:
-			at := TriggerTime(d.in.Now)
+			at := poolmath.ForcedNow(d.in.Now)
 			mt := metav1.NewTime(at)
 			p.State, p.TriggeredAt, p.Message = nodepoolv1.FleetPoolRolling, &mt, ""
 			d.res.Triggers = append(d.res.Triggers, Trigger{Ref: RefOf(*p), At: at})

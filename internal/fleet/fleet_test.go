@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 func waves(ws ...any) []intstr.IntOrString {
@@ -641,7 +642,7 @@ func TestAnOperatorsLaterApplyPendingTakesThePoolOver(t *testing.T) {
 	s.step()
 	// kubectl nodepool rollout apply-pending --outside-windows --reason ...
 	s.now = s.now.Add(10 * time.Minute)
-	mine := TriggerTime(s.now)
+	mine := poolmath.ForcedNow(s.now)
 	p.At, p.Fleet, p.OutsideReason = mine.Format(time.RFC3339), "", "CVE-2026-1234"
 	res := s.step()
 	for _, tr := range res.Triggers {

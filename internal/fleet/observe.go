@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
@@ -22,7 +21,7 @@ func Observe(pool *nodepoolv1.NodePool, now time.Time) Pool {
 		return nil
 	}
 	desired := st.DesiredReplicas
-	at, outside := pool.Annotations[rollout.AnnotationApplyPending], ""
+	at, outside := pool.Annotations[nodepoolv1.AnnotationApplyPending], ""
 	if at != "" && pool.Annotations[nodepoolv1.AnnotationOutsideWindowsAt] == at {
 		outside = pool.Annotations[nodepoolv1.AnnotationOutsideWindowsReason]
 	}

@@ -1,13 +1,8 @@
 package history
 
 import (
-	"context"
-	"fmt"
-
 	appsv1 "k8s.io/api/apps/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
@@ -69,13 +64,4 @@ func Past(e Entry) (poolmath.PastRollout, bool) {
 		r.Shape, _ = poolmath.ShapeOf(&e.Spec, desired, desired)
 	}
 	return r, true
-}
-
-// RecentRollouts reads the pool's revisions and returns Rollouts of them.
-func RecentRollouts(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) ([]poolmath.PastRollout, error) {
-	list := &appsv1.ControllerRevisionList{}
-	if err := c.List(ctx, list, client.InNamespace(pool.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
-		return nil, fmt.Errorf("listing the pool's history: %w", err)
-	}
-	return Rollouts(Records(pool, list.Items), RecentLimit), nil
 }

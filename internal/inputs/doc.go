@@ -1,4 +1,7 @@
-// Package inputs gathers everything a pool's payload depends on into one value,
-// once per reconcile, and classifies it: one table of components, each either
-// rollout (owner intent) or management (platform), with a delivery for the latter.
+// Package inputs is the vocabulary of what a pool's payload depends on: one
+// value (Inputs) made once per reconcile, and its classification, one table
+// of components, each either rollout (owner intent) or management
+// (platform), with a delivery for the latter. Assembly validates and
+// normalises the objects the inputs are read from; it does no I/O (package
+// gather reads them), so the rollout engine can import this package.
 package inputs

@@ -4,18 +4,26 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
+
+// Object is an API object (a controller-runtime client.Object is one); the
+// package names it itself so that it imports no client.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
 
 // SourceDigest is the digest Gather records in Inputs.Sources for a
 // ConfigMap or Secret: "sha256:<hex>" over its data in canonical form. The
 // rollout history keeps it per revision; `kubectl nodepool rollout undo`
 // compares it with the object's current content.
-func SourceDigest(obj client.Object) (string, error) {
+func SourceDigest(obj Object) (string, error) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		return dataDigest(o.Data, o.BinaryData), nil
@@ -29,7 +37,7 @@ func SourceDigest(obj client.Object) (string, error) {
 // as an input: a user config of spec.config, the trust bundle, the pull
 // secret, its Cluster or its infrastructure machine template. (Every pool
 // also reads the management config.)
-func References(pool *nodepoolv1.NodePool, obj client.Object) bool {
+func References(pool *nodepoolv1.NodePool, obj Object) bool {
 	if obj.GetNamespace() != pool.Namespace {
 		return false
 	}

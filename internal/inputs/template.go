@@ -1,24 +1,18 @@
 package inputs
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/contract"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
@@ -27,64 +21,64 @@ import (
 // that implement the Cluster API v1beta2 contract, such as "v1alpha1_v1beta1".
 var contractLabel = clusterv1.GroupVersion.String()
 
-// gatherTemplate reads the infrastructure machine template of a pool the way
-// Cluster API does: the CRD's contract label says which API version to read.
-// It returns (nil, nil) when the problem is the pool's (recorded in g).
-func (g *gatherer) gatherTemplate(ctx context.Context, ref nodepoolv1.TemplateReference) (*TemplateInput, error) {
-	gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
-	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	crdName := contract.CalculateCRDName(gk.Group, gk.Kind)
-	if err := g.c.Get(ctx, types.NamespacedName{Name: crdName}, crd); err != nil {
-		if apierrors.IsNotFound(err) {
-			g.fail(invalid("NodePool", g.pool, fieldErr("spec.infrastructureTemplateRef",
-				"no CustomResourceDefinition %s for kind %s: install the infrastructure provider or fix apiGroup and kind", crdName, gk)))
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading CustomResourceDefinition %s: %w", crdName, err)
-	}
-	versions := strings.Split(crd.GetLabels()[contractLabel], "_")
+// TemplateCRDMissing records that no CustomResourceDefinition (crdName)
+// serves the kind of spec.infrastructureTemplateRef.
+func (a *Assembly) TemplateCRDMissing(crdName string, gk schema.GroupKind) {
+	a.fail(invalid("NodePool", a.pool, fieldErr("spec.infrastructureTemplateRef",
+		"no CustomResourceDefinition %s for kind %s: install the infrastructure provider or fix apiGroup and kind", crdName, gk)))
+}
+
+// TemplateVersion is the API version to read a template at, the way
+// Cluster API does: the newest version the CRD's contract label lists.
+// ok is false when the CRD has no such label (recorded).
+func (a *Assembly) TemplateVersion(crdName string, crdLabels map[string]string) (v string, ok bool) {
+	versions := strings.Split(crdLabels[contractLabel], "_")
 	sort.Slice(versions, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(versions[i], versions[j]) > 0 })
 	if versions[0] == "" {
-		g.fail(invalid("NodePool", g.pool, fieldErr("spec.infrastructureTemplateRef",
+		a.fail(invalid("NodePool", a.pool, fieldErr("spec.infrastructureTemplateRef",
 			"CustomResourceDefinition %s has no label %s: the provider does not implement the Cluster API v1beta2 contract", crdName, contractLabel)))
-		return nil, nil
+		return "", false
 	}
+	return versions[0], true
+}
 
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gk.WithVersion(versions[0]))
-	key := types.NamespacedName{Namespace: g.pool.Namespace, Name: ref.Name}
-	if err := g.c.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			g.fail(notFound(ref.Kind, key, "not found: create it or fix spec.infrastructureTemplateRef.name"))
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading %s %s: %w", ref.Kind, key, err)
-	}
+// TemplateMissing records that the template of spec.infrastructureTemplateRef
+// does not exist.
+func (a *Assembly) TemplateMissing(ref nodepoolv1.TemplateReference) {
+	key := types.NamespacedName{Namespace: a.pool.Namespace, Name: ref.Name}
+	a.fail(notFound(ref.Kind, key, "not found: create it or fix spec.infrastructureTemplateRef.name"))
+}
+
+// Template reads the infrastructure machine template obj, read at
+// version. ok is false when the template is refused (recorded).
+func (a *Assembly) Template(ref nodepoolv1.TemplateReference, version string, obj *unstructured.Unstructured) (ok bool) {
+	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	spec, ok := obj.Object["spec"]
 	if !ok {
-		g.fail(invalid(ref.Kind, key, fmt.Errorf("has no spec: it is not an infrastructure machine template")))
-		return nil, nil
+		a.fail(invalid(ref.Kind, key, fmt.Errorf("has no spec: it is not an infrastructure machine template")))
+		return false
 	}
 	canonical, err := json.Marshal(spec)
 	if err != nil {
-		g.fail(invalid(ref.Kind, key, fmt.Errorf("spec cannot be encoded: %w", err)))
-		return nil, nil
+		a.fail(invalid(ref.Kind, key, fmt.Errorf("spec cannot be encoded: %w", err)))
+		return false
 	}
-	t := &TemplateInput{APIGroup: ref.APIGroup, Kind: ref.Kind, Version: versions[0], Spec: canonical,
+	a.in.InfrastructureTemplate = TemplateInput{APIGroup: ref.APIGroup, Kind: ref.Kind, Version: version, Spec: canonical,
 		UID: obj.GetUID(), Generation: obj.GetGeneration()}
-	pinned, err := g.pinnedTemplateSpec(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	if pinned != nil {
-		t.Spec, t.Pinned = pinned, true
-	}
-	return t, nil
+	return true
 }
 
-// pinnedTemplateSpec is the spec the template had when a pool's clone of
-// its current generation was made, or nil when no clone records it.
+// PinTemplate gives the template the spec one of its clones recorded
+// (PinnedSpec), when one does. clones are the machine templates of the
+// namespace labelled as clones of the template's current generation.
+func (a *Assembly) PinTemplate(clones []unstructured.Unstructured) {
+	if pinned := PinnedSpec(clones); pinned != nil {
+		a.in.InfrastructureTemplate.Spec, a.in.InfrastructureTemplate.Pinned = pinned, true
+	}
+}
+
+// PinnedSpec is the spec a template had when a pool's clone of its current
+// generation was made, or nil when none of clones records it.
 // Only the owner's edits bump a template's generation; a provider upgrade
 // that defaults a new field, or serves the kind at a new version, changes
 // what the API server returns for the same generation. Reading the
@@ -93,21 +87,7 @@ func (g *gatherer) gatherTemplate(ctx context.Context, ref nodepoolv1.TemplateRe
 // clones in the namespace, the oldest first, so every pool of a template
 // reads the same spec; a clone's record counts only if the clone is a
 // NodePool's and its name is the one the recorded spec hashes to.
-func (g *gatherer) pinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Unstructured) ([]byte, error) {
-	if tmpl.GetGeneration() == 0 || tmpl.GetUID() == "" {
-		return nil, nil
-	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(tmpl.GroupVersionKind().GroupVersion().WithKind(tmpl.GetKind() + "List"))
-	// The clones are only read: a cache-backed reader hands out its own
-	// objects rather than copies of every pool's clone.
-	err := g.c.List(ctx, list, client.InNamespace(tmpl.GetNamespace()), client.MatchingLabels{
-		nodepoolv1.LabelTemplateSourceUID:        string(tmpl.GetUID()),
-		nodepoolv1.LabelTemplateSourceGeneration: strconv.FormatInt(tmpl.GetGeneration(), 10),
-	}, client.UnsafeDisableDeepCopy)
-	if err != nil {
-		return nil, fmt.Errorf("reading the clones of %s %s/%s: %w", tmpl.GetKind(), tmpl.GetNamespace(), tmpl.GetName(), err)
-	}
+func PinnedSpec(list []unstructured.Unstructured) []byte {
 	// Oldest first, then by name; each clone's creation time is parsed
 	// once (an unstructured object parses it at every read).
 	type clone struct {
@@ -115,9 +95,9 @@ func (g *gatherer) pinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Un
 		name    string
 		obj     *unstructured.Unstructured
 	}
-	clones := make([]clone, len(list.Items))
-	for i := range list.Items {
-		c := &list.Items[i]
+	clones := make([]clone, len(list))
+	for i := range list {
+		c := &list[i]
 		clones[i] = clone{created: c.GetCreationTimestamp().Time, name: c.GetName(), obj: c}
 	}
 	sort.Slice(clones, func(i, j int) bool {
@@ -133,9 +113,9 @@ func (g *gatherer) pinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Un
 			!namedAfter(c.GetName(), TemplateInput{Spec: spec}.Hash()) {
 			continue
 		}
-		return spec, nil
+		return spec
 	}
-	return nil, nil
+	return nil
 }
 
 // ownedByANodePool reports whether a NodePool is o's controller.

@@ -15,8 +15,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/history"
+	"nodepool.dev/nodepool/internal/history/listing"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/gather"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
@@ -30,7 +31,7 @@ import (
 // are nil. The error returned is transient (the API server could not be
 // read): retry.
 func Latest(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, s inputs.Settings, in *rollout.Input) (*inputs.Inputs, error) {
-	gathered, err := inputs.Gather(ctx, c, pool, s)
+	gathered, err := gather.Gather(ctx, c, pool, s)
 	if err != nil && inputs.Reason(err) == "" {
 		return nil, fmt.Errorf("gathering inputs: %w", err)
 	}
@@ -222,7 +223,7 @@ func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, i
 	if pool.Spec.Management.Maintenance != nil {
 		// Whether a rollout fits its maintenance window: a guess, so a
 		// failed read only leaves it out.
-		if past, err := history.RecentRollouts(ctx, c, pool); err != nil {
+		if past, err := listing.RecentRollouts(ctx, c, pool); err != nil {
 			log.V(1).Info("rollout durations not read", "reason", err.Error())
 		} else {
 			in.RecentRollouts = past

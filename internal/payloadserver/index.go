@@ -481,7 +481,7 @@ func newTokenSecret(s *corev1.Secret) (*tokenSecret, error) {
 	if t.Previous != "" && t.Previous != t.Current {
 		ts.tokens = append(ts.tokens, t.Previous)
 	}
-	if ts.owner, err = poolController(s, t.Pool); err != nil {
+	if ts.owner, err = secrets.PoolController(s, t.Pool); err != nil {
 		return nil, fmt.Errorf("token Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	_, ts.firstFetchRecorded = s.Annotations[secrets.AnnotationFirstFetch]

@@ -84,26 +84,26 @@ func TestDecompressionBombIsRefusedWithinTheLimit(t *testing.T) {
 
 func TestInflateStopsAtTheLimit(t *testing.T) {
 	b := bomb(t, 64<<20)
-	if _, err := inflate(b, 1<<20); !errors.Is(err, errTooLarge) {
+	if _, err := secrets.Inflate(b, 1<<20); !errors.Is(err, secrets.ErrTooLarge) {
 		t.Fatalf("a 64 MiB bomb inflated with a 1 MiB limit: %v", err)
 	}
 	ok := secrets.Gzip(bytes.Repeat([]byte("x"), 1<<20))
-	if out, err := inflate(ok, 1<<20); err != nil || len(out) != 1<<20 {
+	if out, err := secrets.Inflate(ok, 1<<20); err != nil || len(out) != 1<<20 {
 		t.Fatalf("exactly the limit: %d bytes, %v", len(out), err)
 	}
-	if _, err := inflate(ok, 1<<20-1); !errors.Is(err, errTooLarge) {
+	if _, err := secrets.Inflate(ok, 1<<20-1); !errors.Is(err, secrets.ErrTooLarge) {
 		t.Fatalf("one byte past the limit: %v", err)
 	}
-	if _, err := inflate([]byte("not gzip"), 1<<20); err == nil || errors.Is(err, errTooLarge) {
+	if _, err := secrets.Inflate([]byte("not gzip"), 1<<20); err == nil || errors.Is(err, secrets.ErrTooLarge) {
 		t.Fatalf("not gzip: %v", err)
 	}
 	// A second member, which a multistream client (Go's, Ignition's) would
 	// inflate and append, is refused.
 	two := append(secrets.Gzip([]byte(`{}`)), secrets.Gzip([]byte(`{"forged":true}`))...)
-	if _, err := inflate(two, 1<<20); err == nil {
+	if _, err := secrets.Inflate(two, 1<<20); err == nil {
 		t.Fatal("a gzip of two members was accepted")
 	}
-	if _, err := inflate(append(secrets.Gzip([]byte(`{}`)), 0), 1<<20); err == nil {
+	if _, err := secrets.Inflate(append(secrets.Gzip([]byte(`{}`)), 0), 1<<20); err == nil {
 		t.Fatal("a gzip with a trailing byte was accepted")
 	}
 }

@@ -48,7 +48,7 @@ func TestTheDecisionSaysWhatHappensAndForWhom(t *testing.T) {
 		{name: "an expired pause no longer holds a due apply-pending", action: ActionForce, initiator: InitiatorPlatform, at: past.Time, machines: 3,
 			setup: func(t *testing.T, w *inputstest.World, in *Input) {
 				w.Pool.Spec.Management.PausedUntil = t0.Add(-time.Second).Format(time.RFC3339)
-				in.Pool.Annotations[AnnotationApplyPending] = past.Format(time.RFC3339)
+				in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = past.Format(time.RFC3339)
 				// What the last reconcile wrote while it was paused.
 				in.Pool.Status.Conditions = []metav1.Condition{{Type: nodepoolv1.ConditionUpdatingConfig, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonPaused}}
 			}},

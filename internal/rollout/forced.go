@@ -12,12 +12,6 @@ import (
 	"nodepool.dev/nodepool/internal/secrets"
 )
 
-// AnnotationApplyPending on a NodePool asks the controller, on the
-// platform's behalf, to apply pending management drift: its value is an
-// RFC3339 time; every machine created before it is replaced once
-// (`kubectl nodepool rollout apply-pending` sets it to now).
-const AnnotationApplyPending = "nodepool.dev/apply-pending-at"
-
 // force is a request to replace every machine created before at.
 type force struct {
 	at        time.Time
@@ -50,7 +44,7 @@ func forceRequests(in Input, pending []nodepoolv1.PendingManagementChange) (due,
 	if ra := in.Pool.Spec.Management.RolloutAfter; ra != nil {
 		consider(ra.Time, InitiatorRestart)
 	}
-	if v := annotation(in.Pool, AnnotationApplyPending); v != "" {
+	if v := annotation(in.Pool, nodepoolv1.AnnotationApplyPending); v != "" {
 		if at, err := time.Parse(time.RFC3339, v); err == nil {
 			consider(at, applyPendingInitiator(in.Pool))
 		}

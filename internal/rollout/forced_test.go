@@ -73,7 +73,7 @@ func TestForcedRollouts(t *testing.T) {
 		{name: "apply-pending is a forced rollout initiated by the platform", forced: true, initiator: InitiatorPlatform,
 			setup: func(w *inputstest.World, in *Input) {
 				bumpProxyImage(w)
-				w.Pool.Annotations = map[string]string{AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339)}
+				w.Pool.Annotations = map[string]string{nodepoolv1.AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339)}
 			},
 			check: func(t *testing.T, p Plan) {
 				if p.Record == nil || len(p.Record.Changed) != 1 || p.Record.Changed[0] != "apiserver-proxy" {
@@ -112,7 +112,7 @@ func TestForcedRollouts(t *testing.T) {
 		{name: "apply-pending written by a fleet rollout is initiated by that fleet rollout", forced: true, initiator: Initiator(nodepoolv1.FleetRolloutInitiator("proxy-fix")),
 			setup: func(w *inputstest.World, in *Input) {
 				bumpProxyImage(w)
-				w.Pool.Annotations = map[string]string{AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339), nodepoolv1.AnnotationFleetRollout: "proxy-fix"}
+				w.Pool.Annotations = map[string]string{nodepoolv1.AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339), nodepoolv1.AnnotationFleetRollout: "proxy-fix"}
 			},
 			check: func(t *testing.T, p Plan) {
 				if p.Record == nil || p.Record.Initiator.FleetRollout() != "proxy-fix" || !p.Record.Initiator.Platform() {
@@ -123,13 +123,13 @@ func TestForcedRollouts(t *testing.T) {
 			setup: func(w *inputstest.World, in *Input) {
 				bumpProxyImage(w)
 				w.Pool.Spec.Management.RolloutAfter = &future
-				w.Pool.Annotations = map[string]string{AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339)}
+				w.Pool.Annotations = map[string]string{nodepoolv1.AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339)}
 			}},
 		{name: "a scheduled rolloutAfter still waits for its time once apply-pending is applied",
 			setup: func(w *inputstest.World, in *Input) {
 				w.Pool.Spec.Management.RolloutAfter = &future
 				applied := t0.Add(-time.Second).Truncate(time.Second)
-				w.Pool.Annotations = map[string]string{AnnotationApplyPending: applied.Format(time.RFC3339)}
+				w.Pool.Annotations = map[string]string{nodepoolv1.AnnotationApplyPending: applied.Format(time.RFC3339)}
 				in.MachineDeployment.RolloutAfter = &applied
 			},
 			check: func(t *testing.T, p Plan) {

@@ -40,12 +40,6 @@ const (
 	HealthRolledBack HealthPhase = "RolledBack"
 )
 
-// AnnotationRolledBack on a pool holds the rollout hash the health gate
-// rolled back: while the pool's inputs still render to it, the engine keeps
-// the previous revision. Any other owner change supersedes it; removing
-// the annotation retries the same configuration.
-const AnnotationRolledBack = "nodepool.dev/rolled-back"
-
 // HealthState is the health gate's part of the Decision.
 type HealthState struct {
 	Phase    HealthPhase
@@ -213,7 +207,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		if inProgress {
 			h.Phase, h.Reason = HealthRollingBack, nodepoolv1.ReasonRollingBack
 		}
-		h.Machine = annotation(in.Pool, AnnotationRolledBack)
+		h.Machine = annotation(in.Pool, nodepoolv1.AnnotationRolledBack)
 	case h.Machine != "":
 		h.Phase = HealthHalted
 		if s.Policy == nodepoolv1.FailurePolicyRollback && held == nil && running != nil && target != nil && running.Name != target.Name {
@@ -246,7 +240,7 @@ func forcedTrial(md *MachineDeployment, m MachineHealth) bool {
 // rollbackHolds reports whether the pool's inputs still render to the
 // rollout the health gate rolled back.
 func rollbackHolds(in Input) bool {
-	v := annotation(in.Pool, AnnotationRolledBack)
+	v := annotation(in.Pool, nodepoolv1.AnnotationRolledBack)
 	return v != "" && in.Latest != nil && in.Hashes.Rollout == v
 }
 
@@ -338,7 +332,7 @@ func planHealth(in Input, d Decision, p *Plan) {
 	}
 	holdSurge(in, h, p)
 	if h.RollbackTo != "" {
-		p.Annotations[AnnotationRolledBack] = in.Hashes.Rollout
+		p.Annotations[nodepoolv1.AnnotationRolledBack] = in.Hashes.Rollout
 		p.Finish, p.FinishedAt = OutcomeFailed, in.Now
 	}
 }

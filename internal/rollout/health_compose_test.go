@@ -222,7 +222,7 @@ func TestAFailedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	bumpProxyImage(w)
 	in = relatest(t, in, w)
 	at := t0.Add(-time.Minute)
-	in.Pool.Annotations[AnnotationApplyPending] = at.Format(time.RFC3339)
+	in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = at.Format(time.RFC3339)
 	p := Decide(in)
 	if p.Decision.Action != ActionForce {
 		t.Fatalf("action %s, want Force", p.Decision.Action)

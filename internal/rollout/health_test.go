@@ -141,7 +141,7 @@ func TestNoHealthGateWithoutSpecOrForInPlacePools(t *testing.T) {
 }
 
 func TestARolledBackConfigurationIsHeldUntilTheOwnerChangesThePool(t *testing.T) {
-	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationRolledBack: "bad"}}}
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{nodepoolv1.AnnotationRolledBack: "bad"}}}
 	in := Input{Pool: pool, Latest: &payload.Payload{}, Hashes: payload.Hashes{Rollout: "bad"}}
 	if !rollbackHolds(in) {
 		t.Error("inputs that render to the rolled-back rollout are not held")

@@ -45,7 +45,7 @@ func withDrift(t *testing.T, in Input, w *inputstest.World, since time.Time) Inp
 
 func TestMaintenanceWindows(t *testing.T) {
 	applyPending := func(in *Input, at time.Time) {
-		in.Pool.Annotations[AnnotationApplyPending] = at.Format(time.RFC3339)
+		in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = at.Format(time.RFC3339)
 	}
 	for _, tc := range []struct {
 		name      string

@@ -74,7 +74,7 @@ func TestScenarioAFleetRolloutHaltsOnAFailedWave2PoolAndGoesOnAfterTheFixAndARes
 		t.Errorf("p1's health phase %q, want Halted", pools[1].Phase())
 	}
 	for _, p := range pools[3:] {
-		if n := len(fleetRecordsOf(p, "bump")); n != 0 || p.Annotation(rollout.AnnotationApplyPending) != "" {
+		if n := len(fleetRecordsOf(p, "bump")); n != 0 || p.Annotation(nodepoolv1.AnnotationApplyPending) != "" {
 			t.Errorf("pool %s of wave 3 was touched while the rollout was halted (%d records)\n%s", p.Name, n, w.Trace())
 		}
 	}

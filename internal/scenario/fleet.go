@@ -8,7 +8,6 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
-	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // Fleet is a FleetRollout driven by the real fleet decision, carried out
@@ -106,7 +105,7 @@ func (f *Fleet) reconcile() {
 	}
 	for _, t := range res.Triggers {
 		if p := w.Pool(t.Name); p != nil {
-			p.setAnnotation(rollout.AnnotationApplyPending, t.At.UTC().Format(time.RFC3339))
+			p.setAnnotation(nodepoolv1.AnnotationApplyPending, t.At.UTC().Format(time.RFC3339))
 			p.setAnnotation(nodepoolv1.AnnotationFleetRollout, f.Name)
 			p.watch = true
 			if !t.Retry {
@@ -120,8 +119,8 @@ func (f *Fleet) reconcile() {
 			continue
 		}
 		p.setAnnotation(nodepoolv1.AnnotationFleetRollout, "")
-		if r.At != nil && p.Annotation(rollout.AnnotationApplyPending) == r.At.UTC().Format(time.RFC3339) {
-			p.setAnnotation(rollout.AnnotationApplyPending, "")
+		if r.At != nil && p.Annotation(nodepoolv1.AnnotationApplyPending) == r.At.UTC().Format(time.RFC3339) {
+			p.setAnnotation(nodepoolv1.AnnotationApplyPending, "")
 		}
 		p.watch = true
 	}

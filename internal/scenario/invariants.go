@@ -327,7 +327,7 @@ func APersonsLaterRequestWins(c *Context) error {
 	if t.person.IsZero() {
 		return nil
 	}
-	v := c.P.Annotation(rollout.AnnotationApplyPending)
+	v := c.P.Annotation(nodepoolv1.AnnotationApplyPending)
 	at, err := time.Parse(time.RFC3339, v)
 	if v != "" && err == nil && at.Before(t.person) {
 		return fmt.Errorf("apply-pending is %s, older than the %s a person asked for", v, t.person.Format(time.RFC3339))

@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // RandomOptions tune the random interleavings.
@@ -130,7 +129,7 @@ func Random(seed int64, o RandomOptions) *World {
 // a pool (with a reason: --outside-windows --reason).
 func ApplyPending(p *Pool, reason string) {
 	at := p.w.Now.UTC().Truncate(time.Second).Add(time.Second)
-	p.setAnnotation(rollout.AnnotationApplyPending, at.Format(time.RFC3339))
+	p.setAnnotation(nodepoolv1.AnnotationApplyPending, at.Format(time.RFC3339))
 	p.setAnnotation(nodepoolv1.AnnotationFleetRollout, "")
 	p.track.person = at
 	if reason != "" {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 
@@ -284,25 +283,9 @@ func Gzip(b []byte) []byte {
 	return buf.Bytes()
 }
 
-// Gunzip inflates one gzip member of at most MaxDecompressedSize bytes.
-func Gunzip(b []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("not gzip: %w", err)
-	}
-	zr.Multistream(false)
-	out, err := io.ReadAll(io.LimitReader(zr, MaxDecompressedSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("corrupt gzip: %w", err)
-	}
-	if len(out) > MaxDecompressedSize {
-		return nil, fmt.Errorf("inflates to more than %d bytes", MaxDecompressedSize)
-	}
-	if err := zr.Close(); err != nil {
-		return nil, fmt.Errorf("corrupt gzip: %w", err)
-	}
-	return out, nil
-}
+// Gunzip inflates one gzip member of at most MaxDecompressedSize bytes
+// (Inflate).
+func Gunzip(b []byte) ([]byte, error) { return Inflate(b, MaxDecompressedSize) }
 
 // MaxInflatedBytes is the most the Ignition config (or the fragments) of
 // one payload may inflate to: the controller refuses to store a larger

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
@@ -46,16 +47,25 @@ var RefusedReasons = []string{RefusedInvalid, RefusedNameMismatch, RefusedConten
 // RefusedError says why a payload Secret is not used. Its message names
 // the Secret and what is wrong with it, never its content.
 type RefusedError struct {
+	// Secret is the refused Secret; zero when Err names it itself.
+	Secret types.NamespacedName
 	Reason string
-	Err    error
+	// Err is what is wrong with the Secret.
+	Err error
 }
 
-func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Error() string {
+	if e.Secret == (types.NamespacedName{}) {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("payload Secret %s: %v", e.Secret, e.Err)
+}
+
 func (e *RefusedError) Unwrap() error { return e.Err }
 
 // refused is a RefusedError about payload Secret s.
 func refused(s *corev1.Secret, reason string, err error) error {
-	return &RefusedError{Reason: reason, Err: fmt.Errorf("payload Secret %s/%s: %w", s.Namespace, s.Name, err)}
+	return &RefusedError{Secret: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, Reason: reason, Err: err}
 }
 
 // RefusalReason is the reason of a refusal, RefusedInvalid for an error

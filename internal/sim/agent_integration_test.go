@@ -15,6 +15,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/sim/simtest"
 	"nodepool.dev/nodepool/internal/userdata"
@@ -115,7 +116,7 @@ func TestNodeAgentUpdatesInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Data[nodepoolv1.UpdateSecretKey] = pointer
+	s.Data[secrets.UpdateSecretKey] = pointer
 	if err := c.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func createUpdateSecret(t *testing.T, namespace, name, token string) string {
 	}
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Data:       map[string][]byte{nodepoolv1.UpdateSecretKey: pointer},
+		Data:       map[string][]byte{secrets.UpdateSecretKey: pointer},
 	}
 	if err := env.Client.Create(context.Background(), s); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,8 +13,8 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/userdata"
 )
 
 // fetchUpdate makes one attempt at the desired payload of a Node: the
@@ -25,24 +24,20 @@ import (
 // outcome.
 func (r *agentReconciler) fetchUpdate(ctx context.Context, node *corev1.Node, desired string) (updateOutcome, error) {
 	ref := node.Annotations[nodepoolv1.AnnotationUpdateSecret]
-	namespace, name, ok := strings.Cut(ref, "/")
-	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
-		return degraded("annotation %s=%q does not name the update Secret as <namespace>/<name>", nodepoolv1.AnnotationUpdateSecret, ref), nil
+	key, err := secrets.ParseUpdateSecretRef(ref)
+	if err != nil {
+		return degraded("%v", err), nil
 	}
 	s := &corev1.Secret{}
-	if err := r.secrets.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+	if err := r.secrets.Get(ctx, key, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return degraded("update Secret %s does not exist in the workload cluster", ref), nil
 		}
 		return updateOutcome{}, fmt.Errorf("reading update Secret %s: %w", ref, err)
 	}
-	raw, ok := s.Data[nodepoolv1.UpdateSecretKey]
-	if !ok {
-		return degraded("update Secret %s has no key %q holding the pointer config", ref, nodepoolv1.UpdateSecretKey), nil
-	}
-	pointer, err := userdata.Parse(raw)
+	pointer, err := secrets.DecodeUpdateSecret(ref, s)
 	if err != nil {
-		return degraded("update Secret %s: %v", ref, err), nil
+		return degraded("%v", err), nil
 	}
 	body, err := r.fetcher.fetch(ctx, pointer)
 	if err != nil {

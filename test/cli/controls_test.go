@@ -57,7 +57,7 @@ func TestPauseRestartResumeAndApplyPending(t *testing.T) {
 	if h[2].Initiator != string(rollout.InitiatorPlatform) || strings.Join(h[2].Changed, ",") != "apiserver-proxy" {
 		t.Errorf("apply-pending is recorded as %+v", h[2])
 	}
-	if s := observe(t, p); s.pool.Annotations[rollout.AnnotationApplyPending] == "" {
+	if s := observe(t, p); s.pool.Annotations[nodepoolv1.AnnotationApplyPending] == "" {
 		t.Error("the apply-pending annotation is not set")
 	}
 

@@ -18,7 +18,6 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/history"
-	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -271,7 +270,7 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 		t.Fatalf("wave 2 after the cancel: %s", describeFleet(cancelled))
 	}
 	st.HoldsFor(t, pools[1], 6*time.Second, "no pool of wave 2 rolls after the cancel", func(s stack.PoolState) bool {
-		return s.Pool.Annotations[rollout.AnnotationApplyPending] == "" && s.Pool.Status.Updating == ""
+		return s.Pool.Annotations[nodepoolv1.AnnotationApplyPending] == "" && s.Pool.Status.Updating == ""
 	})
 	for _, p := range pools[1:] {
 		if recs := fleetRecords(t, p, fr); len(recs) != 0 {

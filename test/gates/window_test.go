@@ -97,7 +97,7 @@ func TestPlatformRolloutsWaitForTheWindowAndOwnerChangesOnlyWhenOptedIn(t *testi
 	bumpProxy(t)
 	st.WaitForPool(t, p, 30*time.Second, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
 	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
-		p.Annotations[rollout.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
+		p.Annotations[nodepoolv1.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
 	})
 	st.WaitForPool(t, p, 30*time.Second, "apply-pending held by the window",
 		reasonOf(nodepoolv1.ConditionUpdatingConfig, nodepoolv1.ReasonOutsideMaintenanceWindow))
@@ -134,7 +134,7 @@ func TestPlatformRolloutsWaitForTheWindowAndOwnerChangesOnlyWhenOptedIn(t *testi
 	st.WaitForPool(t, p, 30*time.Second, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
 	now := time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
 	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
-		p.Annotations[rollout.AnnotationApplyPending] = now
+		p.Annotations[nodepoolv1.AnnotationApplyPending] = now
 		p.Annotations[nodepoolv1.AnnotationOutsideWindowsAt] = now
 		p.Annotations[nodepoolv1.AnnotationOutsideWindowsReason] = "CVE-2026-1234 in the API-server proxy"
 	})
@@ -144,4 +144,3 @@ func TestPlatformRolloutsWaitForTheWindowAndOwnerChangesOnlyWhenOptedIn(t *testi
 		t.Errorf("the history record's reason is %q, want the emergency's", e.Reason)
 	}
 }
-

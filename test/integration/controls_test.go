@@ -113,7 +113,7 @@ func TestApplyPendingIsRecordedAsPlatformInitiated(t *testing.T) {
 	})
 	st.WaitForPool(t, p, 30*time.Second, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
 	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
-		p.Annotations[rollout.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
+		p.Annotations[nodepoolv1.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
 	})
 	st.WaitForPool(t, p, stack.RolloutTimeout, "every machine replaced, drift applied", func(s stack.PoolState) bool {
 		return stack.PoolSettled(2)(s) && s.Machines.Intersection(before.Machines).Len() == 0 &&

@@ -22,6 +22,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/gather"
 )
 
 // Namespace of the pool and its objects.
@@ -206,7 +207,7 @@ func (w *World) Client() client.Reader {
 
 // Gather gathers the world's inputs.
 func (w *World) Gather(ctx context.Context) (*inputs.Inputs, error) {
-	return inputs.Gather(ctx, w.Client(), w.Pool, w.Settings)
+	return gather.Gather(ctx, w.Client(), w.Pool, w.Settings)
 }
 
 // MustGather gathers the world's inputs and fails the test on error.

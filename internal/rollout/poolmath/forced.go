@@ -25,3 +25,12 @@ func CreatedBefore(created []time.Time, t time.Time) int32 {
 // RequestTime is the time a forced-rollout request is compared at:
 // Cluster API compares creation times at whole seconds.
 func RequestTime(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
+
+// ForcedNow is the time a forced rollout "now" is written with (by
+// `kubectl nodepool rollout restart` and apply-pending, and by a fleet
+// rollout's trigger): the next whole second. Cluster API compares
+// spec.rollout.after with MachineSet creation times, which have a
+// resolution of a second, and keeps a MachineSet created in that very
+// second; a second ahead is after every machine that exists now, so each
+// of them is replaced.
+func ForcedNow(now time.Time) time.Time { return now.UTC().Truncate(time.Second).Add(time.Second) }

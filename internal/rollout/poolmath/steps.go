@@ -3,9 +3,6 @@ package poolmath
 import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment/mdutil"
 )
 
 // Defaults of a Replace pool's RollingUpdate, written to its
@@ -18,22 +15,34 @@ var (
 )
 
 // Fenceposts resolves maxSurge and maxUnavailable against the desired
-// replicas exactly as Cluster API's MachineDeployment controller does: by
-// its own functions, on a MachineDeployment of that strategy (surge rounds
-// up, unavailable down, both 0 means unavailable 1, unavailable is at most
-// the replicas and 0 for none). Nil values take the pool defaults.
+// replicas exactly as Cluster API's MachineDeployment controller does
+// (mdutil.ResolveFenceposts, MaxSurge and MaxUnavailable): surge rounds up,
+// unavailable down, both 0 means unavailable 1, unavailable is at most the
+// replicas and 0 for none. Nil values take the pool defaults. It is written
+// here rather than called so that the engine does not import Cluster API's
+// controller packages (and their client); a test holds it equal to theirs.
 func Fenceposts(maxSurge, maxUnavailable *intstr.IntOrString, desired int32) (surge, unavailable int32, err error) {
 	s := ptr.Deref(maxSurge, DefaultMaxSurge)
 	u := ptr.Deref(maxUnavailable, DefaultMaxUnavailable)
-	if _, _, err := mdutil.ResolveFenceposts(&s, &u, desired); err != nil {
+	up, err := intstr.GetScaledValueFromIntOrPercent(&s, int(desired), true)
+	if err != nil {
 		return 0, 0, err
 	}
-	md := clusterv1.MachineDeployment{Spec: clusterv1.MachineDeploymentSpec{Replicas: &desired,
-		Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-			Type:          clusterv1.RollingUpdateMachineDeploymentStrategyType,
-			RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{MaxSurge: &s, MaxUnavailable: &u},
-		}}}}
-	return mdutil.MaxSurge(md), mdutil.MaxUnavailable(md), nil
+	down, err := intstr.GetScaledValueFromIntOrPercent(&u, int(desired), false)
+	if err != nil {
+		return 0, 0, err
+	}
+	if up == 0 && down == 0 {
+		down = 1
+	}
+	surge, unavailable = int32(up), int32(down)
+	switch {
+	case desired == 0:
+		unavailable = 0
+	case unavailable > desired:
+		unavailable = desired
+	}
+	return surge, unavailable, nil
 }
 
 // Steps is how many rounds a rolling replacement of machines takes when

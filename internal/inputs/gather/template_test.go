@@ -1,4 +1,4 @@
-package inputs_test
+package gather_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/gather"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 )
 
@@ -60,7 +61,7 @@ func TestASameGenerationTemplateReadsAsTheSpecItsCloneWasMadeFrom(t *testing.T) 
 			w.Template.Object["spec"] = map[string]any{"template": map[string]any{"spec": map[string]any{
 				"cpus": int64(2), "memory": "4Gi", "zone": "zone-a"}}}
 			w.Extra = []client.Object{tc.clone}
-			in, err := inputs.Gather(context.Background(), w.Client(), w.Pool, w.Settings)
+			in, err := gather.Gather(context.Background(), w.Client(), w.Pool, w.Settings)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +108,7 @@ func TestTheOldestCloneRecordIsTheOneEveryPoolReads(t *testing.T) {
 			w.Template.SetUID(types.UID("tmpl-uid"))
 			w.Template.SetGeneration(3)
 			w.Extra = tc.clones
-			in, err := inputs.Gather(context.Background(), w.Client(), w.Pool, w.Settings)
+			in, err := gather.Gather(context.Background(), w.Client(), w.Pool, w.Settings)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package inputs_test
+package gather_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/gather"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 )
 
@@ -171,7 +172,7 @@ func (r failingReader) Get(ctx context.Context, key client.ObjectKey, obj client
 
 func TestGatherTransientErrorHasNoReason(t *testing.T) {
 	w := inputstest.New()
-	_, err := inputs.Gather(context.Background(), failingReader{w.Client()}, w.Pool, w.Settings)
+	_, err := gather.Gather(context.Background(), failingReader{w.Client()}, w.Pool, w.Settings)
 	if err == nil {
 		t.Fatal("Gather succeeded")
 	}
