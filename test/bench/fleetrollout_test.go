@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	fleetpkg "nodepool.dev/nodepool/internal/fleet"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // Environment of BenchmarkWavedPlatformRollout.
@@ -94,7 +94,7 @@ func BenchmarkWavedPlatformRollout(b *testing.B) {
 			firstWave = time.Since(t0)
 		}
 		if got.Status.Phase == nodepoolv1.FleetPhaseComplete {
-			if sel := fleetSelected(got); sel != n || len(fleetPools(b, c, got)) != n {
+			if sel := stack.FleetSelected(got); sel != n || len(stack.FleetPools(b, c, got)) != n {
 				b.Fatalf("selected %d pools, want %d", sel, n)
 			}
 			break
@@ -125,31 +125,6 @@ func envInt(b *testing.B, name string, def int) int {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		b.Fatalf("%s=%q: want a number", name, v)
-	}
-	return n
-}
-
-// fleetPools is every pool of the fleet rollout with its state now, as
-// kubectl nodepool fleet rollout status computes it (the FleetRollout's
-// status holds counts only; each pool keeps its own state).
-func fleetPools(t testing.TB, c client.Client, fr *nodepoolv1.FleetRollout) []nodepoolv1.FleetRolloutPool {
-	t.Helper()
-	list := &nodepoolv1.NodePoolList{}
-	if err := c.List(context.Background(), list); err != nil {
-		t.Fatal(err)
-	}
-	pools, errs := fleetpkg.PoolsOf(fr, list.Items, time.Now())
-	for _, err := range errs {
-		t.Fatal(err)
-	}
-	return pools
-}
-
-// fleetSelected is how many pools the fleet rollout selected.
-func fleetSelected(fr *nodepoolv1.FleetRollout) int {
-	n := 0
-	for _, w := range fr.Status.Waves {
-		n += int(w.Pools)
 	}
 	return n
 }

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/test/stack"
 )
@@ -155,8 +154,8 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 	done := waitForFleet(t, fr, fleetTimeout, "the fleet rollout complete", phaseIs(nodepoolv1.FleetPhaseComplete))
 
 	// The selection: 21 pools, waves of 1, 5 (ceil 25% of 21 = 6, minus 1) and 15.
-	if fleetSelected(done) != 21 || len(fleetPools(t, env.Client, done)) != 21 {
-		t.Fatalf("selected %d pools, want 21: %s", fleetSelected(done), describeFleet(done))
+	if stack.FleetSelected(done) != 21 || len(stack.FleetPools(t, env.Client, done)) != 21 {
+		t.Fatalf("selected %d pools, want 21: %s", stack.FleetSelected(done), describeFleet(done))
 	}
 	sizes := []int32{1, 5, 15}
 	for i, w := range done.Status.Waves {
@@ -176,7 +175,7 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 	}
 	completed := map[int32]time.Time{}
 	started := map[int32][]time.Time{}
-	for _, sp := range fleetPools(t, env.Client, done) {
+	for _, sp := range stack.FleetPools(t, env.Client, done) {
 		p := byKey[sp.Namespace+"/"+sp.Name]
 		recs := fleetRecords(t, p, fr)
 		if len(recs) != 1 || recs[0].Outcome != history.OutcomeComplete || recs[0].Completed == nil || sp.State != nodepoolv1.FleetPoolDone {
@@ -212,7 +211,7 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 }
 
 func holds(t *testing.T, fr *nodepoolv1.FleetRollout, p *nodepoolv1.NodePool) bool {
-	for _, sp := range fleetPools(t, env.Client, fr) {
+	for _, sp := range stack.FleetPools(t, env.Client, fr) {
 		if sp.Namespace == p.Namespace && sp.Name == p.Name {
 			return true
 		}
@@ -230,7 +229,7 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 		fr.Spec.Paused = true
 	})
 	paused := waitForFleet(t, fr, time.Minute, "paused with its selection recorded", func(fr *nodepoolv1.FleetRollout) bool {
-		return fr.Status.Phase == nodepoolv1.FleetPhasePaused && fleetSelected(fr) == 4
+		return fr.Status.Phase == nodepoolv1.FleetPhasePaused && stack.FleetSelected(fr) == 4
 	})
 	end := time.Now().Add(6 * time.Second)
 	for time.Now().Before(end) {
@@ -245,7 +244,7 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 	stack.Update(t, env.Client, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Paused = false })
 	soaking := waitForFleet(t, fr, fleetTimeout, "wave 1 done, soaking", phaseIs(nodepoolv1.FleetPhaseSoaking))
 	first := pools[0]
-	if sp := fleetPools(t, env.Client, soaking); sp[0].Name != first.Name || sp[0].State != nodepoolv1.FleetPoolDone {
+	if sp := stack.FleetPools(t, env.Client, soaking); sp[0].Name != first.Name || sp[0].State != nodepoolv1.FleetPoolDone {
 		t.Fatalf("wave 1: %+v", sp[0])
 	}
 	st.LastRecord(t, first, nodepoolv1.FleetRolloutInitiator(fr.Name), history.OutcomeComplete)
@@ -291,29 +290,4 @@ func TestAPoolLeftAnnotatedByADeletedFleetRolloutIsTakenOverByTheNextOne(t *test
 			t.Fatalf("pool %s: records %+v; %s", p.Name, recs, describeFleet(done))
 		}
 	}
-}
-
-// fleetPools is every pool of the fleet rollout with its state now, as
-// kubectl nodepool fleet rollout status computes it (the FleetRollout's
-// status holds counts only; each pool keeps its own state).
-func fleetPools(t testing.TB, c client.Client, fr *nodepoolv1.FleetRollout) []nodepoolv1.FleetRolloutPool {
-	t.Helper()
-	list := &nodepoolv1.NodePoolList{}
-	if err := c.List(context.Background(), list); err != nil {
-		t.Fatal(err)
-	}
-	pools, errs := fleet.PoolsOf(fr, list.Items, time.Now())
-	for _, err := range errs {
-		t.Fatal(err)
-	}
-	return pools
-}
-
-// fleetSelected is how many pools the fleet rollout selected.
-func fleetSelected(fr *nodepoolv1.FleetRollout) int {
-	n := 0
-	for _, w := range fr.Status.Waves {
-		n += int(w.Pools)
-	}
-	return n
 }

@@ -41,7 +41,7 @@ func TestAFleetRolloutWaitsForAPoolsWindowAndSkipsAPausedPoolWhenAskedTo(t *test
 		return len(fr.Status.Waves) == 1 && fr.Status.Waves[0].Done == 1 && fr.Status.Waves[0].Waiting == 1
 	})
 	if time.Now().Before(opens) {
-		for _, sp := range fleetPools(t, env.Client, held) {
+		for _, sp := range stack.FleetPools(t, env.Client, held) {
 			if sp.Name == windowed.Name && (sp.State != nodepoolv1.FleetPoolWaiting || !strings.Contains(sp.Message, nodepoolv1.ReasonOutsideMaintenanceWindow)) {
 				t.Fatalf("the windowed pool: %+v", sp)
 			}
@@ -67,7 +67,7 @@ func TestAFleetRolloutWaitsForAPoolsWindowAndSkipsAPausedPoolWhenAskedTo(t *test
 		fr.Spec.HeldPools = nodepoolv1.HeldPoolSkip
 	})
 	skipped := waitForFleet(t, skipping, 2*time.Minute, "complete, the paused pool skipped", phaseIs(nodepoolv1.FleetPhaseComplete))
-	if sp := fleetPools(t, env.Client, skipped); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolSkipped || !strings.Contains(sp[0].Message, "paused") {
+	if sp := stack.FleetPools(t, env.Client, skipped); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolSkipped || !strings.Contains(sp[0].Message, "paused") {
 		t.Fatalf("%+v", sp)
 	}
 	if recs := fleetRecords(t, paused, skipping); len(recs) != 0 {

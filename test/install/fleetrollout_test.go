@@ -3,7 +3,6 @@ package install
 import (
 	"context"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -11,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/test/stack"
 )
@@ -56,7 +54,7 @@ func TestAFleetRolloutRunsAsTheControllersServiceAccount(t *testing.T) {
 		return out
 	}, func(fr *nodepoolv1.FleetRollout) bool { return fr.Status.Phase == nodepoolv1.FleetPhaseComplete },
 		func(fr *nodepoolv1.FleetRollout) string { return string(fr.Status.Phase) + ": " + fr.Status.Message })
-	if sp := fleetPools(t, env.Client, got); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolDone {
+	if sp := stack.FleetPools(t, env.Client, got); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolDone {
 		t.Fatalf("status %+v", got.Status)
 	}
 	s := waitFor(t, p, "the machine replaced", func(s state) bool {
@@ -71,29 +69,4 @@ func TestAFleetRolloutRunsAsTheControllersServiceAccount(t *testing.T) {
 	if !found {
 		t.Fatalf("no complete record with initiator %s: %s", nodepoolv1.FleetRolloutInitiator(fr.Name), s)
 	}
-}
-
-// fleetPools is every pool of the fleet rollout with its state now, as
-// kubectl nodepool fleet rollout status computes it (the FleetRollout's
-// status holds counts only; each pool keeps its own state).
-func fleetPools(t testing.TB, c client.Client, fr *nodepoolv1.FleetRollout) []nodepoolv1.FleetRolloutPool {
-	t.Helper()
-	list := &nodepoolv1.NodePoolList{}
-	if err := c.List(context.Background(), list); err != nil {
-		t.Fatal(err)
-	}
-	pools, errs := fleet.PoolsOf(fr, list.Items, time.Now())
-	for _, err := range errs {
-		t.Fatal(err)
-	}
-	return pools
-}
-
-// fleetSelected is how many pools the fleet rollout selected.
-func fleetSelected(fr *nodepoolv1.FleetRollout) int {
-	n := 0
-	for _, w := range fr.Status.Waves {
-		n += int(w.Pools)
-	}
-	return n
 }
