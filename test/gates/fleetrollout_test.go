@@ -154,7 +154,7 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 	done := waitForFleet(t, fr, fleetTimeout, "the fleet rollout complete", phaseIs(nodepoolv1.FleetPhaseComplete))
 
 	// The selection: 21 pools, waves of 1, 5 (ceil 25% of 21 = 6, minus 1) and 15.
-	if stack.FleetSelected(done) != 21 || len(stack.FleetPools(t, env.Client, done)) != 21 {
+	if stack.FleetSelected(done) != 21 || len(stack.FleetPoolsAgreeing(t, env.Client, done)) != 21 {
 		t.Fatalf("selected %d pools, want 21: %s", stack.FleetSelected(done), describeFleet(done))
 	}
 	sizes := []int32{1, 5, 15}
@@ -175,7 +175,7 @@ func TestAFleetRolloutRollsWaveByWaveAndNoLaterWaveStartsBeforeTheEarlierOneComp
 	}
 	completed := map[int32]time.Time{}
 	started := map[int32][]time.Time{}
-	for _, sp := range stack.FleetPools(t, env.Client, done) {
+	for _, sp := range stack.FleetPoolsAgreeing(t, env.Client, done) {
 		p := byKey[sp.Namespace+"/"+sp.Name]
 		recs := fleetRecords(t, p, fr)
 		if len(recs) != 1 || recs[0].Outcome != history.OutcomeComplete || recs[0].Completed == nil || sp.State != nodepoolv1.FleetPoolDone {
@@ -244,7 +244,7 @@ func TestAPausedFleetRolloutTriggersNothingAResumeRollsAndACancelStopsTheRest(t 
 	stack.Update(t, env.Client, fr, func(fr *nodepoolv1.FleetRollout) { fr.Spec.Paused = false })
 	soaking := waitForFleet(t, fr, fleetTimeout, "wave 1 done, soaking", phaseIs(nodepoolv1.FleetPhaseSoaking))
 	first := pools[0]
-	if sp := stack.FleetPools(t, env.Client, soaking); sp[0].Name != first.Name || sp[0].State != nodepoolv1.FleetPoolDone {
+	if sp := stack.FleetPoolsAgreeing(t, env.Client, soaking); sp[0].Name != first.Name || sp[0].State != nodepoolv1.FleetPoolDone {
 		t.Fatalf("wave 1: %+v", sp[0])
 	}
 	st.LastRecord(t, first, nodepoolv1.FleetRolloutInitiator(fr.Name), history.OutcomeComplete)

@@ -67,7 +67,7 @@ func TestAFleetRolloutWaitsForAPoolsWindowAndSkipsAPausedPoolWhenAskedTo(t *test
 		fr.Spec.HeldPools = nodepoolv1.HeldPoolSkip
 	})
 	skipped := waitForFleet(t, skipping, 2*time.Minute, "complete, the paused pool skipped", phaseIs(nodepoolv1.FleetPhaseComplete))
-	if sp := stack.FleetPools(t, env.Client, skipped); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolSkipped || !strings.Contains(sp[0].Message, "paused") {
+	if sp := stack.FleetPoolsAgreeing(t, env.Client, skipped); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolSkipped || !strings.Contains(sp[0].Message, "paused") {
 		t.Fatalf("%+v", sp)
 	}
 	if recs := fleetRecords(t, paused, skipping); len(recs) != 0 {

@@ -54,7 +54,7 @@ func TestAFleetRolloutRunsAsTheControllersServiceAccount(t *testing.T) {
 		return out
 	}, func(fr *nodepoolv1.FleetRollout) bool { return fr.Status.Phase == nodepoolv1.FleetPhaseComplete },
 		func(fr *nodepoolv1.FleetRollout) string { return string(fr.Status.Phase) + ": " + fr.Status.Message })
-	if sp := stack.FleetPools(t, env.Client, got); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolDone {
+	if sp := stack.FleetPoolsAgreeing(t, env.Client, got); len(sp) != 1 || sp[0].State != nodepoolv1.FleetPoolDone {
 		t.Fatalf("status %+v", got.Status)
 	}
 	s := waitFor(t, p, "the machine replaced", func(s state) bool {
