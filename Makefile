@@ -163,5 +163,5 @@ lint: ## go vet and gofmt.
 # its trace and the command that replays it.
 SEEDS ?= 200
 .PHONY: soak-sim
-soak-sim:
+soak-sim: ## The scenario engine's random interleavings over SEEDS seeds (default 200); a failing seed prints its trace and how to replay it.
 	NODEPOOL_SIM_SEEDS=$(SEEDS) go test ./internal/scenario -run '^TestRandomInterleavings$$' -count=1 -timeout 60m
