@@ -1,11 +1,7 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,7 +36,7 @@ func TestKrewValidatesAndInstallsThePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readTarGz(t, archive, "LICENSE"); !bytes.Equal(got, license) {
+	if got := licenseIn(t, archive); !bytes.Equal(got, license) {
 		t.Errorf("the LICENSE in %s is not the checkout's (%d bytes, want %d)", filepath.Base(archive), len(got), len(license))
 	}
 
@@ -100,32 +96,9 @@ func goTool(t *testing.T, dir string, env []string, args ...string) string {
 	return string(b)
 }
 
-// readTarGz returns the contents of the file name in a .tar.gz.
-func readTarGz(t *testing.T, archive, name string) []byte {
+// licenseIn returns the LICENSE a plugin archive carries.
+func licenseIn(t *testing.T, archive string) []byte {
 	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			t.Fatalf("no %s in %s", name, archive)
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if h.Name == name {
-			b, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
-	}
+	_, b := tarGzEntry(t, archive, "LICENSE")
+	return b
 }

@@ -194,8 +194,23 @@ func sha256Of(t *testing.T, path string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// untar writes the file name of a .tar.gz to a temporary folder.
+// untar writes the file name of a .tar.gz to a temporary folder; it must
+// be executable.
 func untar(t *testing.T, archive, name string) string {
+	t.Helper()
+	h, b := tarGzEntry(t, archive, name)
+	if h.Mode&0o111 == 0 {
+		t.Errorf("%s in %s is not executable (mode %o)", name, archive, h.Mode)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// tarGzEntry returns the header and contents of the file name in a .tar.gz.
+func tarGzEntry(t *testing.T, archive, name string) (*tar.Header, []byte) {
 	t.Helper()
 	f, err := os.Open(archive)
 	if err != nil {
@@ -214,23 +229,12 @@ func untar(t *testing.T, archive, name string) string {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if h.Name != name {
-			continue
+		if h.Name == name {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return h, b
 		}
-		if h.Mode&0o111 == 0 {
-			t.Errorf("%s in %s is not executable (mode %o)", name, archive, h.Mode)
-		}
-		path := filepath.Join(t.TempDir(), name)
-		w, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o755)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.Copy(w, tr); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return path
 	}
 }
