@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,14 +76,26 @@ func forgetPool(pool *nodepoolv1.NodePool) {
 }
 
 func observeRolloutStarted(pool *nodepoolv1.NodePool, initiator string) {
-	rolloutsStarted.WithLabelValues(pool.Namespace, pool.Name, initiator).Inc()
+	rolloutsStarted.WithLabelValues(pool.Namespace, pool.Name, initiatorLabel(initiator)).Inc()
 }
 
 func observeRolloutCompleted(pool *nodepoolv1.NodePool, initiator, outcome string, d time.Duration) {
+	initiator = initiatorLabel(initiator)
 	rolloutsCompleted.WithLabelValues(pool.Namespace, pool.Name, initiator, outcome).Inc()
 	if d > 0 {
 		rolloutDuration.WithLabelValues(initiator).Observe(d.Seconds())
 	}
+}
+
+// initiatorLabel is the initiator label of the rollout metrics: a record's
+// initiator, but "fleetrollout" for every fleet rollout's (its record says
+// fleetrollout/<name>): a label value per FleetRollout would add series to
+// every pool with each fleet rollout, without bound.
+func initiatorLabel(initiator string) string {
+	if strings.HasPrefix(initiator, nodepoolv1.FleetRolloutInitiatorPrefix) {
+		return strings.TrimSuffix(nodepoolv1.FleetRolloutInitiatorPrefix, "/")
+	}
+	return initiator
 }
 
 // Stages of a reconcile, the values of the "stage" label of
