@@ -15,8 +15,12 @@ PROMQL_SERIES := $(BIN)/promql-series-$(PROMETHEUS_VERSION)
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 40m
 # Test packages run at once: the real-stack suites (test/integration,
-# test/gates, test/cli) mostly wait on rollouts, so three share 2 cores.
-TEST_PACKAGES ?= 3
+# test/cli, test/gates, test/inplace, test/install) mostly wait on
+# rollouts, so four share 2 cores. The longest start first (go test starts
+# packages in the order given): a long suite started last would be the
+# run's whole length.
+TEST_PACKAGES ?= 4
+LONG_TEST_PACKAGES := ./test/integration ./test/cli ./test/gates ./test/inplace
 # Flags of the payload-server benchmark (go run ./hack/bench/payloadserver -h).
 PAYLOAD_BENCHFLAGS ?=
 
@@ -100,7 +104,8 @@ release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.y
 test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every test against a real API server (builds what it needs).
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" PROMTOOL="$(PROMTOOL)" PROMQL_SERIES="$(PROMQL_SERIES)" \
-	go test -timeout $(TEST_TIMEOUT) -p $(TEST_PACKAGES) -parallel 4 $(TESTFLAGS) ./...
+	go test -timeout $(TEST_TIMEOUT) -p $(TEST_PACKAGES) -parallel 4 $(TESTFLAGS) $(LONG_TEST_PACKAGES) \
+		$$(go list ./... | grep -vxF $(foreach p,$(LONG_TEST_PACKAGES),-e nodepool.dev/nodepool/$(p:./%=%)))
 	@for t in $(FUZZ_TARGETS); do \
 		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \
 		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $$ft"; \

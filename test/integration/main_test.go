@@ -3,7 +3,8 @@
 // payload server over HTTPS, and the sim provider, whose machines fetch
 // their payload and register Nodes carrying its labels (test/stack starts
 // them all). The gated rollouts (maintenance windows, health gates, fleet
-// rollouts) run in test/gates, on a stack of their own.
+// rollouts) run in test/gates, InPlace pools and the autoscaler's count in
+// test/inplace, each on a stack of its own.
 package integration
 
 import (
