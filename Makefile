@@ -26,15 +26,23 @@ PAYLOAD_BENCHFLAGS ?=
 
 # What a build says it is (`nodepool version`, the image labels) and where
 # its image goes. make release needs a semver VERSION: make release VERSION=v0.1.0.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# Read once, when make starts (:=), so every step of one run names the same
+# build even if a commit lands meanwhile.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
+ifeq ($(origin REVISION),undefined)
+REVISION := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+endif
 IMAGE_REPO ?= ghcr.io/nodepool-dev/nodepool
 SOURCE_URL ?= https://github.com/nodepool-dev/nodepool
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 PLUGIN_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
 DIST ?= $(ROOT)/dist
 # The commit's time is the image's and the archives': one commit, one digest.
-SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+ifeq ($(origin SOURCE_DATE_EPOCH),undefined)
+SOURCE_DATE_EPOCH := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+endif
 LDFLAGS := -X nodepool.dev/nodepool/internal/version.version=$(VERSION) -X nodepool.dev/nodepool/internal/version.revision=$(REVISION)
 DIST_FLAGS = --version $(VERSION) --revision $(REVISION) --repository $(IMAGE_REPO) --source $(SOURCE_URL) \
 	--platforms $(IMAGE_PLATFORMS) --out $(DIST)
