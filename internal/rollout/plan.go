@@ -169,10 +169,14 @@ func planOlderTokens(in Input, target *UserData, stored map[string]UserData, p *
 
 // Requeue intervals while something moves that raises no event: a rollout
 // in progress is looked at every RolloutPollInterval, a node update (whose
-// drain progresses without events) every NodeUpdatePollInterval.
+// drain progresses without events) every NodeUpdatePollInterval, a pool
+// whose machines are not all ready every NotReadyPollInterval (a missed
+// Node or Machine event must not hold a machine's health gate until the
+// resync).
 const (
 	RolloutPollInterval    = 5 * time.Second
 	NodeUpdatePollInterval = 2 * time.Second
+	NotReadyPollInterval   = 30 * time.Second
 )
 
 // planRequeue asks to look again before the next token rotation, pause
@@ -217,6 +221,9 @@ func planRequeue(in Input, p *Plan) {
 	}
 	if p.UpdateInProgress {
 		limit = minPositive(limit, NodeUpdatePollInterval)
+	}
+	if md := in.MachineDeployment; md != nil && md.ReadyReplicas < p.Decision.Replicas {
+		limit = minPositive(limit, NotReadyPollInterval)
 	}
 	p.RequeueAfter = minPositive(next, limit)
 }
