@@ -118,7 +118,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                  scheme,
-				Cache:                   s.Shard.CacheOptions(CacheOptions(), s.Inputs.ManagementConfig),
+				Cache:                   s.Shard.CacheOptions(CacheOptions(), s.Inputs.ManagementConfig, s.MirrorNamespace),
 				Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 				HealthProbeBindAddress:  probe,
 				PprofBindAddress:        pprofAddr,
@@ -164,6 +164,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.Float64Var(&qps, "kube-api-qps", 200, "requests per second to the API server, sustained (a management bump patches every pool's status once)")
 	f.IntVar(&burst, "kube-api-burst", 400, "requests to the API server in a burst")
 	f.IntVar(&s.RenderCacheSize, "render-cache-size", 20000, "pools whose rendered inputs are kept; at least the pools of the shard")
+	f.StringVar(&s.MirrorNamespace, "mirror-namespace", "", "write a mirror of each pool's token Secrets and of the payload Secrets they point to into this namespace (the controller's own), for a payload server started with the same --mirror-namespace, which then reads Secrets there only; empty: no mirrors")
 	f.StringVar(&s.Shard.Name, "shard", "", "name of this shard: its leader election Lease and field manager (nodepool-controller-<shard>); required with --namespaces or --namespace-selector")
 	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose pools this controller owns (a shard); default all")
 	f.StringVar(&namespaceSelector, "namespace-selector", "", "label selector of the namespaces whose pools this controller owns, read at start (a shard)")

@@ -69,6 +69,8 @@ type Reconciler struct {
 	refusals *lru[string, bool]
 	// pointers renders user-data for the payload server of the settings.
 	pointers atomic.Pointer[userdata.Renderer]
+	// mirrors is what is known of the pools' mirrors (mirror.go).
+	mirrors mirrors
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
@@ -128,6 +130,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			// event, on its way, reconciles it again.
 			retErr = nil
 			return
+		}
+		// The pool's mirrors (mirror.go) follow what exists, whatever the
+		// reconcile decided or failed to do.
+		var deleted []string
+		if rc.plan != nil && rc.stage == "" && retErr == nil {
+			deleted = rc.plan.Delete
+		}
+		if err := r.syncMirrors(ctx, pool, rc.w, deleted); err != nil {
+			observeReconcileError(pool, stageApply)
+			retErr = errors.Join(retErr, err)
 		}
 		r.finish(ctx, rc, retErr)
 		if err := r.patchPool(ctx, rc.before, pool); err != nil {
@@ -368,6 +380,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	// The machines are gone: delete what the pool owns rather than wait
 	// for garbage collection, so nothing is left behind if it is slow or off.
 	if err := r.deleteOwned(ctx, pool); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteMirrors(ctx, pool); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.cleanupTemplateClones(ctx, pool, nil, true); err != nil {

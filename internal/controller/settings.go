@@ -45,6 +45,11 @@ type Settings struct {
 	// keeps (the least recently reconciled are forgotten first): at least
 	// the pools of the shard. Default 20000.
 	RenderCacheSize int
+	// MirrorNamespace, when set, is where the controller writes a mirror
+	// of each pool's token Secrets and of the payload Secrets they point
+	// to, for a payload server that reads Secrets there only (mirror.go).
+	// Empty: no mirrors (a payload server reading the pools' namespaces).
+	MirrorNamespace string
 	// Shard is the part of the fleet this controller owns (shard.go); the
 	// zero Shard owns every pool.
 	Shard Shard

@@ -40,7 +40,9 @@ func CacheOptions() ctrlcache.Options {
 			&corev1.Secret{}: {Transform: func(in any) (any, error) {
 				if s, ok := in.(*corev1.Secret); ok {
 					s.SetManagedFields(nil)
-					if _, owned := s.Labels[nodepoolv1.LabelPool]; !owned {
+					// A token mirror is compared with what the pool's token
+					// holds (mirror.go); a payload mirror by its hash.
+					if _, owned := s.Labels[nodepoolv1.LabelPool]; !owned && secrets.KindOf(s) != secrets.KindTokenMirror {
 						s.Data, s.StringData = nil, nil
 					}
 					secrets.StripPayload(s)
@@ -95,6 +97,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	}
 	if err := setupFleetRollouts(mgr, r.Settings, opts); err != nil {
 		return err
+	}
+	if r.Settings.MirrorNamespace != "" {
+		if err := mgr.Add(r.mirrorSweeper()); err != nil {
+			return err
+		}
 	}
 	return publishSettings(mgr, r.Settings)
 }

@@ -59,10 +59,10 @@ func (s Shard) Validate() error {
 	return nil
 }
 
-// CacheOptions scopes opts to the shard: its namespaces, and the
-// management config's (for that ConfigMap; pools there are not the
-// shard's unless it owns the namespace).
-func (s Shard) CacheOptions(opts ctrlcache.Options, mgmt types.NamespacedName) ctrlcache.Options {
+// CacheOptions scopes opts to the shard: its namespaces, the management
+// config's (for that ConfigMap; pools there are not the shard's unless it
+// owns the namespace) and the extra ones (the mirror namespace).
+func (s Shard) CacheOptions(opts ctrlcache.Options, mgmt types.NamespacedName, extra ...string) ctrlcache.Options {
 	if len(s.Namespaces) == 0 {
 		return opts
 	}
@@ -70,8 +70,10 @@ func (s Shard) CacheOptions(opts ctrlcache.Options, mgmt types.NamespacedName) c
 		mgmt = inputs.DefaultManagementConfig
 	}
 	opts.DefaultNamespaces = map[string]ctrlcache.Config{mgmt.Namespace: {}}
-	for _, ns := range s.Namespaces {
-		opts.DefaultNamespaces[ns] = ctrlcache.Config{}
+	for _, ns := range append(slices.Clone(s.Namespaces), extra...) {
+		if ns != "" {
+			opts.DefaultNamespaces[ns] = ctrlcache.Config{}
+		}
 	}
 	return opts
 }

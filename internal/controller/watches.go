@@ -23,6 +23,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // byPoolLabel maps a MachineSet or Machine to its pool: the pool label is
@@ -45,6 +46,15 @@ func (r *Reconciler) poolsReferencing(ctx context.Context, o client.Object) []re
 	}
 	if _, owned := o.GetLabels()[nodepoolv1.LabelPool]; owned {
 		return nil // the pool's own Secrets are watched through Owns
+	}
+	if s, ok := o.(*corev1.Secret); ok && secrets.IsMirror(s) {
+		// A mirror (mirror.go) edited, deleted, or given its first fetch
+		// by the payload server: its pool puts it right or records it.
+		ns, pool := s.Labels[secrets.LabelMirrorNamespace], s.Labels[secrets.LabelMirrorPool]
+		if ns == "" || pool == "" || o.GetNamespace() != r.Settings.MirrorNamespace {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: pool}}}
 	}
 	mc := r.Settings.Inputs.ManagementConfigKey()
 	if _, isCM := o.(*corev1.ConfigMap); isCM && o.GetNamespace() == mc.Namespace && o.GetName() == mc.Name {

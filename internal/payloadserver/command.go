@@ -64,9 +64,17 @@ delayed. Slow or oversized request headers are cut by --read-header-timeout
 and --max-header-bytes.
 
 The first successful fetch with a token Secret's tokens is recorded on it
-once, as the annotation nodepool.dev/first-fetch. The server needs get, list,
-watch and patch on Secrets (in --namespace and --namespaces, or in every
-namespace).`,
+once, as the annotation nodepool.dev/first-fetch.
+
+With --mirror-namespace (the shipped install) the server reads only the
+mirrors the controller writes into that namespace, its own: a copy of each
+pool's token Secrets and of the payload Secrets they point to, naming the
+pool by labels and its UID by annotation, checked as the pools' own are
+(content hash, names). It then needs list, watch and patch on Secrets in
+that one namespace, and is ready once the controller has marked the
+mirrors complete (Secret nodepool-mirrors-ready). Without it, it reads the
+pools' own Secrets in --namespace and --namespaces, or in every namespace,
+and needs list, watch and patch on Secrets there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log := zap.New(zap.UseFlagOptions(&zapOpts))
@@ -93,6 +101,7 @@ namespace).`,
 	f.StringVar(&opts.CertFile, "tls-cert-file", "", "PEM serving certificate (chain), re-read when it changes (required)")
 	f.StringVar(&opts.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file, re-read when it changes (required)")
 	f.StringVar(&opts.Namespace, "namespace", "", "serve the pools of this namespace only (default: every namespace)")
+	f.StringVar(&opts.MirrorNamespace, "mirror-namespace", "", "serve the mirrors the controller writes into this namespace (its --mirror-namespace) and read Secrets nowhere else; ready once the controller has mirrored every pool (exclusive with --namespace and --namespaces)")
 	f.StringSliceVar(&opts.Namespaces, "namespaces", nil, "serve the pools of these namespaces only, comma-separated (with --namespace; default: every namespace)")
 	f.IntVar(&opts.Limits.MaxPayloadBytes, "max-payload-bytes", DefaultMaxPayloadBytes, "largest Ignition config one payload Secret may inflate to; larger ones are not served")
 	f.IntVar(&opts.Limits.MaxPayloadsPerPool, "max-payloads-per-pool", DefaultMaxPayloadsPerPool, "most payload Secrets indexed per pool")

@@ -146,7 +146,9 @@ type TokenSecretRef struct {
 type tokenSecret struct {
 	ref             TokenSecretRef
 	resourceVersion string
-	pool            string
+	// namespace and pool name the pool: the Secret's namespace, or the
+	// one a mirror names (secrets.OriginOf).
+	namespace, pool string
 	payloadHash     string
 	// owner is the UID of the NodePool controlling the Secret, "" when it
 	// has no controller.
@@ -253,7 +255,7 @@ func (ix *Index) Lookup(token string) (Match, bool) {
 	// token Secret's own NodePool is served. All have the payload's name
 	// (verifyPayload): more than one is the same Secret deleted and made
 	// again, and they hold the same bytes.
-	for _, pe := range ix.payloads[payloadKey{s.ref.Namespace, s.pool, s.payloadHash}] {
+	for _, pe := range ix.payloads[payloadKey{s.namespace, s.pool, s.payloadHash}] {
 		if pe.owner == s.owner {
 			if m.Payload == nil {
 				m.Payload = pe.payload
@@ -303,7 +305,7 @@ func (ix *Index) upsert(s *corev1.Secret, force bool) (freed bool, err error) {
 		pe *payloadEntry
 		a  *admission
 	)
-	switch secrets.KindOf(s) {
+	switch secrets.ServedKind(s) {
 	case secrets.KindToken:
 		ts, err = newTokenSecret(s)
 	case secrets.KindPayload:
@@ -481,9 +483,11 @@ func newTokenSecret(s *corev1.Secret) (*tokenSecret, error) {
 	if t.Previous != "" && t.Previous != t.Current {
 		ts.tokens = append(ts.tokens, t.Previous)
 	}
-	if ts.owner, err = secrets.PoolController(s, t.Pool); err != nil {
+	origin, err := secrets.OriginOf(s)
+	if err != nil {
 		return nil, fmt.Errorf("token Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
+	ts.namespace, ts.owner = origin.Namespace, origin.Owner
 	_, ts.firstFetchRecorded = s.Annotations[secrets.AnnotationFirstFetch]
 	return ts, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -58,6 +60,15 @@ type Options struct {
 	// Namespaces restricts the server to the Secrets of these namespaces
 	// (together with Namespace); empty: every namespace.
 	Namespaces []string
+	// MirrorNamespace, when set, is the only namespace the server reads:
+	// it serves the mirrors the controller writes there (its own
+	// --mirror-namespace; see secrets.NewMirror) instead of the pools'
+	// own Secrets, so it needs access to Secrets in that namespace only.
+	// It is ready once the controller has mirrored every pool (the marker
+	// secrets.MirrorsReadyName), so during an upgrade from the pools'
+	// own Secrets the replicas reading those keep serving until then.
+	// Exclusive with Namespace and Namespaces.
+	MirrorNamespace string
 	// Failures limit the rate of failed token attempts per source (remote
 	// IP) before their answers are delayed (defaults for zero values).
 	Failures FailureLimits
@@ -92,8 +103,12 @@ type Options struct {
 	patchClient client.Client
 }
 
-// namespaces returns Namespace and Namespaces, without repeats.
+// namespaces returns Namespace and Namespaces, without repeats, or the
+// MirrorNamespace: the namespaces whose Secrets the server reads.
 func (o Options) namespaces() []string {
+	if o.MirrorNamespace != "" {
+		return []string{o.MirrorNamespace}
+	}
 	var out []string
 	for _, n := range append([]string{o.Namespace}, o.Namespaces...) {
 		if n != "" && !slices.Contains(out, n) {
@@ -135,15 +150,20 @@ type Server struct {
 	cache cache.Cache
 	// reader reads deferred payload Secrets again from the API server, as
 	// the cache holds them without data.
-	reader   client.Reader
-	index    *Index
-	recorder *firstFetchRecorder
-	https    *http.Server
-	probe    *http.Server
-	ln       net.Listener
-	probeLn  net.Listener
-	registry *prometheus.Registry
-	ready    atomic.Bool
+	reader client.Reader
+	// selector selects the Secrets served: the pools' own, or mirrors.
+	selector labels.Selector
+	// mirrorsReady says the controller has mirrored every pool (only
+	// with MirrorNamespace).
+	mirrorsReady atomic.Bool
+	index        *Index
+	recorder     *firstFetchRecorder
+	https        *http.Server
+	probe        *http.Server
+	ln           net.Listener
+	probeLn      net.Listener
+	registry     *prometheus.Registry
+	ready        atomic.Bool
 }
 
 // New checks the options, loads the certificate, and binds the listeners,
@@ -175,20 +195,34 @@ func New(opts Options) (*Server, error) {
 		ignoredLog.Error(e.Err, "not serving a payload Secret", "secret", e.Secret, "reason", e.Reason)
 	}
 	limits = limits.withDefaults()
+	if opts.MirrorNamespace != "" && len(opts.Namespace+strings.Join(opts.Namespaces, "")) > 0 {
+		return nil, errors.New("payload server: --mirror-namespace serves the controller's mirrors of every pool from one namespace; --namespace and --namespaces select pool namespaces to read the pools' own Secrets from: give one or the other")
+	}
 	if opts.Limits.MaxNamespaceBytes <= 0 {
-		limits.MaxNamespaceBytes = NamespaceShare(limits.MaxBytes, len(opts.namespaces()))
+		// Mirrors of every pool namespace live in one: its pools'
+		// namespaces share the budget as when serving every namespace.
+		served := len(opts.namespaces())
+		if opts.MirrorNamespace != "" {
+			served = 0
+		}
+		limits.MaxNamespaceBytes = NamespaceShare(limits.MaxBytes, served)
 	}
 	if limits.MaxNamespaceBytes > limits.MaxBytes {
 		return nil, fmt.Errorf("payload server: --max-namespace-index-bytes (%d) is more than --max-index-bytes (%d)", limits.MaxNamespaceBytes, limits.MaxBytes)
 	}
 	s.index = NewIndexWithLimits(limits)
+	s.selector = secrets.Selector()
+	if opts.MirrorNamespace != "" {
+		s.selector = secrets.MirrorSelector()
+	}
 	cacheOpts := cache.Options{
 		Scheme: scheme,
 		ByObject: map[client.Object]cache.ByObject{
 			// Only labelled Secrets are listed and watched, stripped to
 			// what the index reads; payload Secrets are verified on the
-			// way in and cached without their fragments.
-			&corev1.Secret{}: {Label: secrets.Selector(), Transform: s.index.Transform},
+			// way in and cached without their fragments. The pools' own
+			// Secrets, or the controller's mirrors of them: never both.
+			&corev1.Secret{}: {Label: s.selector, Transform: s.index.Transform},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 		// Nothing else is ever read: a Get of another type must fail
@@ -368,7 +402,12 @@ func (s *Server) becomeReady(ctx context.Context, reg toolscache.ResourceEventHa
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
-	for !reg.HasSynced() {
+	waiting := false
+	for !reg.HasSynced() || (s.opts.MirrorNamespace != "" && !s.mirrorsReady.Load()) {
+		if reg.HasSynced() && !waiting {
+			waiting = true
+			s.log.Info("not ready until the controller has mirrored every pool", "marker", s.opts.MirrorNamespace+"/"+secrets.MirrorsReadyName)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -383,6 +422,12 @@ func (s *Server) becomeReady(ctx context.Context, reg toolscache.ResourceEventHa
 func (s *Server) upsert(obj any) {
 	sec, ok := obj.(*corev1.Secret)
 	if !ok {
+		return
+	}
+	if secrets.KindOf(sec) == secrets.KindMirrorsReady {
+		if sec.Name == secrets.MirrorsReadyName && s.opts.MirrorNamespace != "" {
+			s.mirrorsReady.Store(true)
+		}
 		return
 	}
 	freed, err := s.index.UpsertFreeing(sec)
@@ -412,12 +457,12 @@ func (s *Server) delete(obj any) {
 		obj = d.Obj
 	}
 	sec, ok := obj.(*corev1.Secret)
-	if !ok {
+	if !ok || secrets.KindOf(sec) == secrets.KindMirrorsReady {
 		return
 	}
 	s.index.DeleteIncarnation(types.NamespacedName{Namespace: sec.Namespace, Name: sec.Name}, sec.UID)
 	s.recorder.Forget(sec.UID)
-	if secrets.KindOf(sec) == secrets.KindPayload {
+	if secrets.ServedKind(sec) == secrets.KindPayload {
 		s.retryDeferred()
 	}
 }
@@ -431,7 +476,7 @@ func (s *Server) retryDeferred() {
 		ctx, cancel := context.WithTimeout(context.Background(), retryTimeout)
 		var list corev1.SecretList
 		err := s.reader.List(ctx, &list, client.InNamespace(name.Namespace),
-			client.MatchingLabelsSelector{Selector: secrets.Selector()},
+			client.MatchingLabelsSelector{Selector: s.selector},
 			client.MatchingFields{"metadata.name": name.Name})
 		cancel()
 		if err != nil {

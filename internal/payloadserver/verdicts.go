@@ -92,7 +92,7 @@ func (v *verdicts) forget(name types.NamespacedName, uid types.UID) {
 func (ix *Index) Transform(obj any) (any, error) {
 	obj, err := TransformSecret(obj)
 	s, ok := obj.(*corev1.Secret)
-	if err != nil || !ok || secrets.KindOf(s) != secrets.KindPayload || s.UID == "" || s.ResourceVersion == "" {
+	if err != nil || !ok || secrets.ServedKind(s) != secrets.KindPayload || s.UID == "" || s.ResourceVersion == "" {
 		return obj, err
 	}
 	name := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}

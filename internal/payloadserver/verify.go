@@ -94,7 +94,7 @@ func entryOf(s *corev1.Secret, v secrets.Verified, err error) (*payloadEntry, er
 		return nil, &IgnoredError{Secret: name, Reason: secrets.RefusalReason(err), Err: cause}
 	}
 	return &payloadEntry{
-		key:             payloadKey{namespace: s.Namespace, pool: v.Pool, hash: v.Hash},
+		key:             payloadKey{namespace: v.Origin.Namespace, pool: v.Pool, hash: v.Hash},
 		secret:          name,
 		resourceVersion: s.ResourceVersion,
 		owner:           v.Owner,
@@ -114,11 +114,11 @@ func TransformSecret(obj any) (any, error) {
 	}
 	s.ManagedFields = nil
 	for k := range s.Annotations {
-		if k != secrets.AnnotationPayloadHash && k != secrets.AnnotationFirstFetch {
+		if k != secrets.AnnotationPayloadHash && k != secrets.AnnotationFirstFetch && k != secrets.AnnotationMirrorPoolUID {
 			delete(s.Annotations, k)
 		}
 	}
-	keep := secrets.ServedKeys[secrets.KindOf(s)]
+	keep := secrets.ServedKeys[secrets.ServedKind(s)]
 	for k := range s.Data {
 		if !slices.Contains(keep, k) {
 			delete(s.Data, k)

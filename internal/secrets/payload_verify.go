@@ -90,8 +90,12 @@ func PoolController(obj metav1.Object, pool string) (types.UID, error) {
 type Verified struct {
 	Ignition
 	// Owner is the UID of the NodePool of the Secret's pool label that
-	// controls it, "" when it has no controller.
+	// controls it, "" when it has no controller (for a mirror: the UID its
+	// annotation names).
 	Owner types.UID
+	// Origin is the pool the Secret belongs to (OriginOf): its namespace,
+	// and whether the Secret is the controller's mirror of the pool's own.
+	Origin Origin
 }
 
 // VerifyPayload decodes a payload Secret and checks that it is what the
@@ -125,7 +129,10 @@ func VerifyPayload(s *corev1.Secret, maxBytes int) (Verified, error) {
 	if err := verifyContent(s, v, maxBytes); err != nil {
 		return Verified{}, err
 	}
-	if want := PayloadSecretName(v.Pool, v.Hash); s.Name != want {
+	if want := PayloadSecretName(v.Pool, v.Hash); v.Origin.Name != want {
+		if v.Origin.Mirror {
+			want = MirrorName(v.Origin.Namespace, want)
+		}
 		return Verified{}, refused(s, RefusedNameMismatch, fmt.Errorf(
 			"it holds payload %s of pool %s, which only the Secret %s holds", payload.Short(v.Hash), v.Pool, want))
 	}
@@ -143,23 +150,28 @@ func VerifyPayloadHeader(s *corev1.Secret, maxBytes int) (Verified, error) {
 	if s.Type != TypePayload {
 		return fail(RefusedInvalid, fmt.Errorf("type %q, want %q", s.Type, TypePayload))
 	}
-	pool, hash := s.Labels[LabelPool], s.Annotations[AnnotationPayloadHash]
-	if pool == "" {
-		return fail(RefusedInvalid, fmt.Errorf("label %s is not set", LabelPool))
+	if ServedKind(s) != KindPayload {
+		return fail(RefusedInvalid, fmt.Errorf("label %s is %q, want %q or %q", LabelKind, KindOf(s), KindPayload, KindPayloadMirror))
 	}
-	if errs := validation.IsValidLabelValue(pool); len(errs) > 0 {
-		return fail(RefusedInvalid, fmt.Errorf("label %s is not a pool name: %s", LabelPool, errs[0]))
+	hash := s.Annotations[AnnotationPayloadHash]
+	if !IsMirror(s) {
+		if pool := s.Labels[LabelPool]; pool == "" {
+			return fail(RefusedInvalid, fmt.Errorf("label %s is not set", LabelPool))
+		} else if errs := validation.IsValidLabelValue(pool); len(errs) > 0 {
+			return fail(RefusedInvalid, fmt.Errorf("label %s is not a pool name: %s", LabelPool, errs[0]))
+		}
 	}
 	if err := ValidateHash(hash); err != nil {
 		return fail(RefusedInvalid, fmt.Errorf("annotation %s: %w", AnnotationPayloadHash, err))
 	}
-	if got, want := s.Labels[LabelPayload], hash[:PayloadLabelLength]; got != want {
+	if got, want := s.Labels[LabelPayload], hash[:PayloadLabelLength]; !IsMirror(s) && got != want {
 		return fail(RefusedInvalid, fmt.Errorf("label %s is %q, want %q (the start of annotation %s)", LabelPayload, got, want, AnnotationPayloadHash))
 	}
-	owner, err := PoolController(s, pool)
+	origin, err := OriginOf(s)
 	if err != nil {
-		return fail(RefusedNotOwned, err)
+		return Verified{}, err
 	}
+	pool, owner := origin.Pool, origin.Owner
 	gz, ok := s.Data[KeyIgnition]
 	if !ok {
 		return fail(RefusedInvalid, fmt.Errorf("key %s is missing", KeyIgnition))
@@ -171,7 +183,7 @@ func VerifyPayloadHeader(s *corev1.Secret, maxBytes int) (Verified, error) {
 	if err != nil {
 		return fail(RefusedInvalid, fmt.Errorf("%s: %w", KeyIgnition, err))
 	}
-	return Verified{Ignition: Ignition{Pool: pool, Hash: hash, JSON: ign, Gzip: gz}, Owner: owner}, nil
+	return Verified{Ignition: Ignition{Pool: pool, Hash: hash, JSON: ign, Gzip: gz}, Owner: owner, Origin: origin}, nil
 }
 
 // verifyContent checks that the fragments of s match its manifest and

@@ -128,8 +128,12 @@ func DecodeToken(s *corev1.Secret) (Token, error) {
 	if err := checkKind(s, KindToken, TypeToken); err != nil {
 		return Token{}, err
 	}
+	pool := s.Labels[LabelPool]
+	if IsMirror(s) {
+		pool = s.Labels[LabelMirrorPool]
+	}
 	t := Token{
-		Pool:        s.Labels[LabelPool],
+		Pool:        pool,
 		Current:     string(s.Data[KeyToken]),
 		Previous:    string(s.Data[KeyPreviousToken]),
 		PayloadHash: string(s.Data[KeyPayloadHash]),
@@ -200,7 +204,7 @@ func checkKind(s *corev1.Secret, kind string, typ corev1.SecretType) error {
 	if s == nil {
 		return fmt.Errorf("no Secret")
 	}
-	if got := s.Labels[LabelKind]; got != kind {
+	if got := ServedKind(s); got != kind {
 		return fmt.Errorf("Secret %s/%s is not a %s Secret: label %s is %q, want %q", s.Namespace, s.Name, kind, LabelKind, got, kind)
 	}
 	if s.Type != typ {
