@@ -100,6 +100,33 @@ type testServer struct {
 
 func startServer(t testing.TB, opts Options) *testServer {
 	t.Helper()
+	ts := startServerUnready(t, opts)
+	ts.waitReady(t)
+	return ts
+}
+
+// waitReady waits until the server's /readyz passes.
+func (ts *testServer) waitReady(t testing.TB) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		ok, status := ts.ready(t)
+		return ok, "/readyz says " + status
+	})
+}
+
+// ready says whether /readyz passes now.
+func (ts *testServer) ready(t testing.TB) (bool, string) {
+	resp, err := http.Get(ts.probeURL + "/readyz")
+	if err != nil {
+		return false, err.Error()
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, resp.Status
+}
+
+// startServerUnready is startServer without waiting for readiness.
+func startServerUnready(t testing.TB, opts Options) *testServer {
+	t.Helper()
 	e := testEnv(t)
 	ca, err := testpki.NewCA("payload-server-test-ca")
 	if err != nil {
@@ -146,14 +173,6 @@ func startServer(t testing.TB, opts Options) *testServer {
 		if err := <-done; err != nil {
 			t.Errorf("payload server stopped with: %v", err)
 		}
-	})
-	eventually(t, 30*time.Second, func() (bool, string) {
-		resp, err := http.Get(ts.probeURL + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, "/readyz says " + resp.Status
 	})
 	return ts
 }

@@ -25,12 +25,14 @@ import (
 )
 
 // TestManifestsAreValidAndMatchTheCommand checks config/payload-server and
-// its namespaced variant, as kustomize builds them: the API server accepts
-// every object (server-side dry run), the container's arguments are flags
-// of `nodepool payload-server`, the probes use the probe port, and the RBAC
-// grants exactly what the server uses.
+// its variants, as kustomize builds them: the API server accepts every
+// object (server-side dry run), the container's arguments are flags of
+// `nodepool payload-server`, the probes use the probe port, and the RBAC
+// grants exactly what the server uses, where it reads: in nodepool-system
+// only by default (the controller's mirrors), in listed namespaces or
+// every namespace in the variants reading the pools' own Secrets.
 func TestManifestsAreValidAndMatchTheCommand(t *testing.T) {
-	for _, variant := range []string{"payload-server", "payload-server/namespaced"} {
+	for _, variant := range []string{"payload-server", "payload-server/namespaced", "payload-server/every-namespace"} {
 		t.Run(variant, func(t *testing.T) { checkManifests(t, variant) })
 	}
 }
@@ -84,13 +86,18 @@ func checkManifests(t *testing.T, dir string) {
 
 	var dep appsv1.Deployment
 	var role rbacv1.ClusterRole
+	roles := 0
 	for _, u := range objs {
 		switch u.GetKind() {
 		case "Deployment":
 			convert(t, u, &dep)
-		case "ClusterRole":
+		case "ClusterRole", "Role":
 			convert(t, u, &role)
+			roles++
 		}
+	}
+	if roles != 1 {
+		t.Errorf("config/%s has %d roles of the payload server, want 1", dir, roles)
 	}
 	if len(dep.Spec.Template.Spec.Containers) != 1 {
 		t.Fatal("want one container in the Deployment")
@@ -114,7 +121,7 @@ func checkManifests(t *testing.T, dir string) {
 	if !slices.EqualFunc(role.Rules, want, func(a, b rbacv1.PolicyRule) bool {
 		return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs) && len(a.ResourceNames) == 0
 	}) {
-		t.Errorf("ClusterRole rules %+v, want %+v", role.Rules, want)
+		t.Errorf("%s rules %+v, want %+v", role.Kind, role.Rules, want)
 	}
 	var bindings []string
 	for _, u := range objs {
@@ -124,9 +131,17 @@ func checkManifests(t *testing.T, dir string) {
 		}
 	}
 	namespaces, _ := cmd.Flags().GetStringSlice("namespaces")
+	mirrors, _ := cmd.Flags().GetString("mirror-namespace")
 	switch dir {
 	case "payload-server":
-		if !slices.Equal(bindings, []string{"ClusterRoleBinding "}) || len(namespaces) != 0 {
+		// The default: the mirrors, and a Role in their namespace only.
+		if role.Kind != "Role" || role.Namespace != "nodepool-system" || mirrors != "nodepool-system" ||
+			!slices.Equal(bindings, []string{"RoleBinding nodepool-system"}) || len(namespaces) != 0 {
+			t.Errorf("%s in %q, bindings %v, --mirror-namespace %q and --namespaces %v; want a Role and RoleBinding in nodepool-system and --mirror-namespace=nodepool-system",
+				role.Kind, role.Namespace, bindings, mirrors, namespaces)
+		}
+	case "payload-server/every-namespace":
+		if !slices.Equal(bindings, []string{"ClusterRoleBinding "}) || len(namespaces) != 0 || mirrors != "" {
 			t.Errorf("bindings %v and --namespaces %v, want one ClusterRoleBinding and every namespace", bindings, namespaces)
 		}
 	default:

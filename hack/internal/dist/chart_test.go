@@ -200,11 +200,26 @@ func TestChartWithCertManagerIsTheCertManagerManifest(t *testing.T) {
 	sameObjects(t, "certManager", render(t, ChartNamespace, "createNamespace: true\ncertManager: {enabled: true}"), want)
 }
 
-// payloadServer.namespaces binds the payload server as
+// payloadServer.mirrors false with namespaces binds the payload server as
 // config/payload-server/namespaced does: a RoleBinding in each listed
-// namespace, no ClusterRoleBinding, and --namespaces.
+// namespace, no ClusterRoleBinding, and --namespaces; without namespaces,
+// as config/payload-server/every-namespace, the layout before mirrors.
 func TestChartScopedPayloadServerIsTheNamespacedVariant(t *testing.T) {
-	got := render(t, ChartNamespace, "payloadServer: {namespaces: [dev]}")
+	serverOf := func(got map[string]*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+		server := map[string]*unstructured.Unstructured{}
+		for k, o := range got {
+			if o.GetLabels()["app.kubernetes.io/name"] == "nodepool-payload-server" {
+				server[k] = o
+			}
+		}
+		return server
+	}
+	every := render(t, ChartNamespace, "payloadServer: {mirrors: false}")
+	sameObjects(t, "payloadServer.mirrors false", serverOf(every), kustomized(t, "config/payload-server/every-namespace", chartDefaultImage))
+	if args := containerArgs(t, every, "nodepool-controller"); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--mirror-namespace") }) {
+		t.Errorf("without mirrors the controller still writes them: %v", args)
+	}
+	got := render(t, ChartNamespace, "payloadServer: {mirrors: false, namespaces: [dev]}")
 	server := map[string]*unstructured.Unstructured{}
 	for k, o := range got {
 		if o.GetLabels()["app.kubernetes.io/name"] == "nodepool-payload-server" {
@@ -213,7 +228,7 @@ func TestChartScopedPayloadServerIsTheNamespacedVariant(t *testing.T) {
 	}
 	sameObjects(t, "payloadServer.namespaces", server, kustomized(t, "config/payload-server/namespaced", chartDefaultImage))
 
-	got = render(t, ChartNamespace, "payloadServer: {namespaces: [team-a, team-b]}")
+	got = render(t, ChartNamespace, "payloadServer: {mirrors: false, namespaces: [team-a, team-b]}")
 	for _, ns := range []string{"team-a", "team-b"} {
 		if got["RoleBinding/"+ns+"/nodepool-payload-server"] == nil {
 			t.Errorf("no RoleBinding of the payload server in %s", ns)

@@ -23,9 +23,11 @@ var defaultObjects = []string{
 	"ServiceAccount/nodepool-system/nodepool-controller",
 	"ServiceAccount/nodepool-system/nodepool-payload-server",
 	"ClusterRole//nodepool-controller",
-	"ClusterRole//nodepool-payload-server",
 	"ClusterRoleBinding//nodepool-controller",
-	"ClusterRoleBinding//nodepool-payload-server",
+	// The payload server reads Secrets in its own namespace only: the
+	// controller's mirrors.
+	"Role/nodepool-system/nodepool-payload-server",
+	"RoleBinding/nodepool-system/nodepool-payload-server",
 	// Leader election and the published settings, in its own namespace.
 	"Role/nodepool-system/nodepool-controller",
 	"RoleBinding/nodepool-system/nodepool-controller",
