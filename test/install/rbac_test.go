@@ -186,6 +186,73 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 	}
 }
 
+// TestThePayloadServerHasNoClusterWideSecretAccess reads the shipped RBAC
+// (config/default; the chart's defaults are the same objects, checked in
+// hack/internal/dist) and asks the API server as the payload server's
+// ServiceAccount: it may list, watch and patch Secrets in nodepool-system
+// (the controller's mirrors) and has no verb on Secrets anywhere else.
+func TestThePayloadServerHasNoClusterWideSecretAccess(t *testing.T) {
+	ctx := context.Background()
+	sa := rbacv1.Subject{Kind: "ServiceAccount", Name: payloadName, Namespace: systemNamespace}
+	grantsSecrets := func(rules []rbacv1.PolicyRule) bool {
+		for _, r := range rules {
+			if slices.Contains(r.APIGroups, "") && (slices.Contains(r.Resources, "secrets") || slices.Contains(r.Resources, "*")) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, u := range shipped {
+		var b rbacv1.RoleBinding // a ClusterRoleBinding converts alike
+		switch u.GetKind() {
+		case "ClusterRoleBinding", "RoleBinding":
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			continue
+		}
+		if !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return s.Kind == sa.Kind && s.Name == sa.Name && s.Namespace == sa.Namespace }) {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		if err := shippedObject(b.RoleRef.Kind, b.RoleRef.Name, &role); err != nil {
+			t.Fatal(err)
+		}
+		if grantsSecrets(role.Rules) && (u.GetKind() == "ClusterRoleBinding" || b.Namespace != systemNamespace) {
+			t.Errorf("%s %s/%s gives the payload server %s %s's Secret rights outside %s", u.GetKind(), b.Namespace, b.Name, b.RoleRef.Kind, b.RoleRef.Name, systemNamespace)
+		}
+	}
+	ns := env.NewNamespace(t)
+	cs, err := kubernetes.NewForConfig(serviceAccountConfig(t, systemNamespace, payloadName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	can := func(verb, namespace string) bool {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Resource: "secrets",
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	for _, verb := range []string{"list", "watch", "patch"} {
+		if !can(verb, systemNamespace) {
+			t.Errorf("the payload server may not %s Secrets in %s, where the mirrors are", verb, systemNamespace)
+		}
+	}
+	for _, verb := range []string{"get", "list", "watch", "patch", "update", "create", "delete"} {
+		for _, where := range []string{ns, "kube-system", ""} {
+			if can(verb, where) {
+				t.Errorf("the payload server may %s Secrets in %q", verb, where)
+			}
+		}
+	}
+}
+
 // TestShippedRolesHaveNoWildcards: every shipped rule names its verbs,
 // groups and resources.
 func TestShippedRolesHaveNoWildcards(t *testing.T) {

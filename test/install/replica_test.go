@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,9 @@ var running sync.Map // *replica → struct{}
 type runOptions struct {
 	// extraArgs are appended to the container's args.
 	extraArgs []string
+	// dropArgs removes the container's args starting with one of these
+	// (an earlier layout's Deployment).
+	dropArgs []string
 	// noWait returns at once, without waiting for the readiness probe.
 	noWait bool
 }
@@ -106,7 +110,9 @@ func startReplica(t *testing.T, deploy, name string, opts runOptions) *replica {
 		t.Fatalf("deployment %s: command %v overrides the image's entrypoint (nodepool), which the test runs", deploy, c.Command)
 	}
 	dir := filepath.Join(t.TempDir(), name)
-	args := append([]string(nil), c.Args...)
+	args := slices.DeleteFunc(append([]string(nil), c.Args...), func(a string) bool {
+		return slices.ContainsFunc(opts.dropArgs, func(p string) bool { return strings.HasPrefix(a, p) })
+	})
 
 	// Secret volumes → folders.
 	for _, m := range c.VolumeMounts {
