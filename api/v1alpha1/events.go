@@ -13,8 +13,14 @@ const (
 	EventRolloutDeferred = "RolloutDeferred"
 	// EventRolloutComplete: every machine runs the target.
 	EventRolloutComplete = "RolloutComplete"
-	// EventManagementConfigDrift: the pending platform components changed.
+	// EventManagementConfigDrift: on a pool, a component of its own
+	// namespace (its pull secret's or trust bundle's content) joined its
+	// pending drift. A platform bump drifts every pool at once and is
+	// EventManagementConfigChanged instead, once.
 	EventManagementConfigDrift = "ManagementConfigDrift"
+	// EventManagementConfigChanged: on the management config ConfigMap,
+	// once per change, naming the fields that changed.
+	EventManagementConfigChanged = "ManagementConfigChanged"
 	// EventSeeded and EventCorrected: an annotation that mirrors what the
 	// machines run was missing or wrong and was set from their user-data.
 	EventSeeded    = "Seeded"

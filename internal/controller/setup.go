@@ -98,6 +98,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	if err := setupFleetRollouts(mgr, r.Settings, opts); err != nil {
 		return err
 	}
+	if r.Settings.Shard.Name == "" {
+		// One event per platform bump, from the controller owning every
+		// pool (platform_events.go).
+		if err := mgr.Add(platformEvents(mgr, r)); err != nil {
+			return err
+		}
+	}
 	if r.Settings.MirrorNamespace != "" {
 		if err := mgr.Add(r.mirrorSweeper()); err != nil {
 			return err

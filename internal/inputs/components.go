@@ -118,6 +118,15 @@ func Components() []Component {
 	return out
 }
 
+// PoolOwn says whether the component's value comes from the pool's own
+// namespace (its pull secret's or trust bundle's content), where the
+// pool's owner changes it. The other management components are the
+// platform's, the same for every pool (the management config, the
+// controller's settings and build, the proxy defaults it computes): their
+// change reaches every pool at once, so it is reported once, on the
+// management config, not by an event on each pool.
+func (c Component) PoolOwn() bool { return c == PullSecret || c == TrustBundle }
+
 // ParseComponent returns the component with the given name.
 func ParseComponent(name string) (Component, error) {
 	for _, c := range table {

@@ -2,12 +2,14 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 )
 
@@ -46,10 +48,29 @@ func planDrift(in Input, pending []nodepoolv1.PendingManagementChange, p *Plan) 
 	cond.Message = fmt.Sprintf("platform components differ from what the nodes run: %s; they apply at the next rollout (spec change, rolloutAfter or `kubectl nodepool rollout apply-pending`)%s",
 		strings.Join(names, ", "), newNodesNote(in))
 	p.Conditions = append(p.Conditions, cond)
-	if !sameComponents(in.Pool.Status.PendingManagementChanges, names) {
+	// An event on the pool only when a component of its own namespace
+	// (its pull secret's or trust bundle's content) joins the drift: a
+	// platform bump drifts every pool at once, and is reported once, on
+	// the management config (docs/operations.md, events); each pool shows
+	// it in its condition, status and metrics.
+	if own := newlyPending(in.Pool.Status.PendingManagementChanges, names); len(own) > 0 {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventManagementConfigDrift,
 			Message: "pending platform changes: " + strings.Join(names, ", ")})
 	}
+}
+
+// newlyPending lists the components of names not in rows that come from
+// the pool's own namespace (inputs.Component.PoolOwn).
+func newlyPending(rows []nodepoolv1.PendingManagementChange, names []string) []string {
+	var out []string
+	for _, n := range names {
+		c, err := inputs.ParseComponent(n)
+		if err != nil || !c.PoolOwn() || slices.ContainsFunc(rows, func(r nodepoolv1.PendingManagementChange) bool { return r.Component == n }) {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // pendingDrift lists the pending management changes against base (the
@@ -101,18 +122,6 @@ func newNodesNote(in Input) string {
 		return "; new nodes already boot the latest payload (managementUpdates: NewNodes)"
 	}
 	return "; new nodes boot the running nodes' pinned components with current credentials (managementUpdates: OnNextRollout)"
-}
-
-func sameComponents(rows []nodepoolv1.PendingManagementChange, names []string) bool {
-	if len(rows) != len(names) {
-		return false
-	}
-	for i := range rows {
-		if rows[i].Component != names[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // desiredSince is when the row's desired digest was first seen: a row

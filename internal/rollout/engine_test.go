@@ -203,6 +203,12 @@ func TestManagementDriftDoesNotReplaceMachines(t *testing.T) {
 			if len(p.Pending) != 1 || p.Pending[0].Component != tc.component {
 				t.Errorf("pending = %+v, want exactly %s", p.Pending, tc.component)
 			}
+			// A platform bump drifts every pool at once: no event on each
+			// (one on the management config says it); a change in the
+			// pool's own namespace is an event on the pool.
+			if got := hasEvent(p, nodepoolv1.EventManagementConfigDrift); got != tc.fresh {
+				t.Errorf("ManagementConfigDrift event on the pool: %v, want %v (only for the pool's own pull secret or trust bundle)", got, tc.fresh)
+			}
 			// What a scale-up boots (OnNextRollout): pinned components as the
 			// running nodes have them, fresh ones current.
 			tok := targetToken(t, p)

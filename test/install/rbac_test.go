@@ -212,7 +212,9 @@ func TestThePayloadServerHasNoClusterWideSecretAccess(t *testing.T) {
 		default:
 			continue
 		}
-		if !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return s.Kind == sa.Kind && s.Name == sa.Name && s.Namespace == sa.Namespace }) {
+		if !slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == sa.Kind && s.Name == sa.Name && s.Namespace == sa.Namespace
+		}) {
 			continue
 		}
 		var role rbacv1.ClusterRole
