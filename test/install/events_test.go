@@ -22,8 +22,8 @@ import (
 // ManagementConfigDrift event on any pool.
 func TestAPlatformBumpIsOneEventNotOnePerPool(t *testing.T) {
 	ctx := context.Background()
-	startDeployment(t, payloadName)
 	startDeployment(t, controllerName)
+	startDeployment(t, payloadName)
 	var pools []*nodepoolv1.NodePool
 	for range 3 {
 		pools = append(pools, newPool(t, 1, 0))

@@ -19,8 +19,8 @@ import (
 // the pool, triggers it by its annotations and sees it complete.
 func TestAFleetRolloutRunsAsTheControllersServiceAccount(t *testing.T) {
 	ctx := context.Background()
-	startDeployment(t, payloadName)
 	startDeployment(t, controllerName)
+	startDeployment(t, payloadName)
 	p := newPool(t, 1, 0)
 	before := waitFor(t, p, "1 ready node", settled(1))
 	label := p.Namespace // unique to this test

@@ -34,8 +34,8 @@ const acquired = "Successfully acquired lease"
 // rollout, writes no duplicate revision and replaces each old machine
 // exactly once.
 func TestControllerFailoverMidRollout(t *testing.T) {
-	startDeployment(t, payloadName)
 	controllers := startDeployment(t, controllerName)
+	startDeployment(t, payloadName)
 	if len(controllers) < 2 {
 		t.Fatalf("the controller Deployment ships %d replicas; failover needs 2", len(controllers))
 	}
@@ -105,11 +105,11 @@ func TestControllerFailoverMidRollout(t *testing.T) {
 // behind the stand-in Service, checks that both serve, SIGKILLs one and
 // scales the pool up: the new machines boot from the survivor.
 func TestPayloadServerFailover(t *testing.T) {
+	startDeployment(t, controllerName)
 	servers := startDeployment(t, payloadName)
 	if len(servers) < 2 {
 		t.Fatalf("the payload server Deployment ships %d replicas; failover needs 2", len(servers))
 	}
-	startDeployment(t, controllerName)
 	p := newPool(t, 2, 0)
 	s := waitFor(t, p, "2 ready nodes that fetched their payload", func(s state) bool {
 		return settled(2)(s) && meta.IsStatusConditionTrue(s.pool.Status.Conditions, nodepoolv1.ConditionReachedIgnitionEndpoint)

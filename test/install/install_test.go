@@ -16,7 +16,10 @@ import (
 )
 
 // startDeployment starts as many replicas of the shipped Deployment as it
-// asks for; the payload server's become the Service's endpoints.
+// asks for; the payload server's become the Service's endpoints. A payload
+// server is ready once the controller has mirrored every pool (the marker
+// Secret nodepool-mirrors-ready): start the controller first, as a fresh
+// install of both Deployments at once does.
 func startDeployment(t *testing.T, name string) []*replica {
 	t.Helper()
 	d := deployment(t, name)
@@ -83,8 +86,8 @@ func TestShippedWiring(t *testing.T) {
 // rolled by its owner, deleted. A replica that exits or is refused by RBAC,
 // or a pool condition reporting a refusal, fails it.
 func TestShippedManifestsRunAPool(t *testing.T) {
-	startDeployment(t, payloadName)
 	startDeployment(t, controllerName)
+	startDeployment(t, payloadName)
 
 	p := newPool(t, 2, 0)
 	s := waitFor(t, p, "2 ready nodes that fetched their payload", func(s state) bool {

@@ -47,8 +47,8 @@ func TestTheAlertsAndTheDashboardNameOnlyExportedSeries(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	payload := startDeployment(t, payloadName)
 	controllers := startDeployment(t, controllerName)
+	payload := startDeployment(t, payloadName)
 
 	ns := env.NewNamespace(t)
 	if err := stack.CreateCluster(ctx, env.Client, ns, stack.ClusterName); err != nil {
