@@ -71,6 +71,7 @@ references do not cascade and namespaces are never finalised.`,
 				// A second Ctrl-C ends the process at once.
 				stop()
 			}()
+			o.PayloadServer.MirrorNamespace = o.Controller.MirrorNamespace
 			return Up(ctx, o, cmd.OutOrStdout())
 		},
 	}
@@ -82,6 +83,7 @@ references do not cascade and namespaces are never finalised.`,
 	f.IntVar(&o.EtcdPeerPort, "etcd-peer-port", DefaultEtcdPeerPort, "etcd's peer port on 127.0.0.1")
 	f.IntVar(&o.PayloadServerPort, "payload-server-port", DefaultPayloadServerPort, "the payload server's HTTPS port on 127.0.0.1 (part of every payload: keep it across restarts)")
 
+	f.StringVar(&o.Controller.MirrorNamespace, "mirror-namespace", "", "controller and payload server: mirror the pools' token and payload Secrets into this namespace and serve those only, as the shipped install does with nodepool-system (default: the payload server reads the pools' own Secrets)")
 	f.DurationVar(&o.Controller.TokenTTL, "token-ttl", time.Hour, "controller: how long a machine token is valid; it rotates at half of it (production: 4h)")
 	f.DurationVar(&o.Controller.CleanupGracePeriod, "cleanup-grace-period", 30*time.Second, "controller: how long an unreferenced user-data, token or payload Secret is kept (production: 10m)")
 	f.DurationVar(&o.Controller.ResyncPeriod, "resync-period", 30*time.Second, "controller: how often a settled pool is reconciled anyway (production: 5m)")
