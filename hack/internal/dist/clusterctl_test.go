@@ -81,6 +81,8 @@ func TestClusterctlVariablesReachEveryMention(t *testing.T) {
 	for _, s := range []string{
 		"--payload-server-url=https://nodepool-payload-server.platform.svc:",
 		"--leader-election-namespace=platform",
+		"--settings-namespace=platform",
+		"--management-config=platform/management-config",
 		`"system:serviceaccount:platform:nodepool-controller"`,
 		`"system:serviceaccount:capi:capi-controller"`,
 		"- nodepool-payload-server.platform.svc",
