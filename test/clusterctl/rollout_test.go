@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,6 +17,7 @@ import (
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // TestClusterctlRolloutCommandsOnAPoolAreRefusedWithTheNodepoolCommand:
@@ -27,7 +30,9 @@ import (
 // refused too, on the MachineDeployment and on its MachineSet, pointing at
 // `kubectl nodepool rollout undo`. Meanwhile the pool's own rollout runs
 // (Cluster API's controllers and nodepool's are not refused), and nothing
-// rolls for the refused commands; writes of other fields are accepted.
+// rolls for the refused commands; writes of other fields are accepted;
+// and a pause that slips past the policies is resumed by the controller,
+// with an event.
 func TestClusterctlRolloutCommandsOnAPoolAreRefusedWithTheNodepoolCommand(t *testing.T) {
 	install(t)
 	ctx := context.Background()
@@ -83,6 +88,35 @@ func TestClusterctlRolloutCommandsOnAPoolAreRefusedWithTheNodepoolCommand(t *tes
 	if err := env.Client.Patch(ctx, &sets.Items[0], note); err != nil {
 		t.Errorf("annotating the MachineSet: %v, want accepted", err)
 	}
+
+	// A pause that slips past the policies (where they are not installed;
+	// here written as Cluster API's ServiceAccount, which they let through)
+	// is resumed by the controller, with an event saying how to pause.
+	asCAPI := rest.CopyConfig(env.Config)
+	asCAPI.Impersonate = rest.ImpersonationConfig{UserName: stack.ClusterAPIUser, Groups: []string{"system:masters", "system:authenticated"}}
+	capiClient, err := client.New(asCAPI, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := capiClient.Patch(ctx, machineDeployment(t, p), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))); err != nil {
+		t.Fatalf("pausing the MachineDeployment as Cluster API: %v", err)
+	}
+	stack.WaitFor(t, timeout, "the controller to resume the MachineDeployment, with an event", func() string {
+		checkReplicas(t)
+		if ptr.Deref(machineDeployment(t, p).Spec.Paused, false) {
+			return "paused"
+		}
+		evs := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, evs, client.InNamespace(p.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == nodepoolv1.EventMachineDeploymentResumed && e.Regarding.Name == p.Name && strings.Contains(e.Note, use("pause")) {
+				return ""
+			}
+		}
+		return "resumed, no event " + nodepoolv1.EventMachineDeploymentResumed
+	}, func(s string) bool { return s == "" }, func(s string) string { return s })
 
 	// Nothing was written, nothing rolls, the record is the pool's.
 	got := machineDeployment(t, p)
