@@ -190,7 +190,9 @@ func initAddon(ctx context.Context, t *testing.T) error {
 		return err
 	}
 	serviceHost.Store(net.JoinHostPort(svc.Name+"."+svc.Namespace+".svc", fmt.Sprint(svc.Spec.Ports[0].Port)))
-	for _, name := range []string{payloadName, controllerName} {
+	// The controller first: a payload server reading the controller's
+	// mirrors is ready once the controller has mirrored every pool.
+	for _, name := range []string{controllerName, payloadName} {
 		d := &appsv1.Deployment{}
 		if err := env.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: systemNamespace, Name: name}, d); err != nil {
 			return err
