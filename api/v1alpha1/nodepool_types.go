@@ -472,6 +472,11 @@ type NodePoolStatus struct {
 	// when spec.management.maintenance is.
 	// +optional
 	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
+	// rollout is where the pool's rollout stands: its phase, whether it is
+	// settled, what holds it and until when, its steps, what a new machine
+	// boots and when this changes by itself.
+	// +optional
+	Rollout *RolloutStanding `json:"rollout,omitempty"`
 }
 
 // PendingManagementChange is one payload component in which the running
@@ -545,4 +550,109 @@ type NodePoolList struct {
 
 func init() {
 	SchemeBuilder.Register(&NodePool{}, &NodePoolList{})
+}
+
+// RolloutPhase is where a pool's rollout stands, in one word.
+// +kubebuilder:validation:Enum=Settled;Scaling;Rolling;Held;Halted;RollingBack;Invalid
+type RolloutPhase string
+
+// Rollout phases, in the order the controller weighs them.
+const (
+	// RolloutPhaseInvalid: the inputs do not render; running machines
+	// keep running and a rollout in progress goes on with what it has.
+	RolloutPhaseInvalid RolloutPhase = "Invalid"
+	// RolloutPhaseHalted: the health gate stopped the rollout (halted, or
+	// rolled back); nothing further is replaced until a resume or an
+	// owner change.
+	RolloutPhaseHalted RolloutPhase = "Halted"
+	// RolloutPhaseRollingBack: the health gate returns the machines to
+	// the previous revision.
+	RolloutPhaseRollingBack RolloutPhase = "RollingBack"
+	// RolloutPhaseRolling: machines are being replaced (or updated in
+	// place), or a rollout starts now.
+	RolloutPhaseRolling RolloutPhase = "Rolling"
+	// RolloutPhaseHeld: a rollout waits; held says what holds it.
+	RolloutPhaseHeld RolloutPhase = "Held"
+	// RolloutPhaseScaling: nothing rolls, but not every machine is up to
+	// date and ready at the wanted count.
+	RolloutPhaseScaling RolloutPhase = "Scaling"
+	// RolloutPhaseSettled: every machine runs the current rollout and is
+	// ready, and nothing waits.
+	RolloutPhaseSettled RolloutPhase = "Settled"
+)
+
+// RolloutStanding is where the pool's rollout stands, as the controller
+// decided in its last reconcile (status.rollout). Tools read it instead of
+// working it out from the other fields.
+type RolloutStanding struct {
+	// phase is where the rollout stands: Settled, Scaling, Rolling, Held,
+	// Halted, RollingBack or Invalid.
+	Phase RolloutPhase `json:"phase"`
+	// settled is true when nothing rolls and every machine is up to date
+	// and ready at the wanted count. A held rollout leaves a pool settled:
+	// its machines stand still.
+	// +optional
+	Settled bool `json:"settled"`
+	// message says what the phase does or waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// held is the rollout that waits, if one does.
+	// +optional
+	Held *RolloutHold `json:"held,omitempty"`
+	// steps are the steps of the rollout that rolls or waits, when they
+	// can be told (not for an OnDelete pool).
+	// +optional
+	Steps *RolloutSteps `json:"steps,omitempty"`
+	// changing is what the rollout that rolls or waits changes: Config,
+	// Version or Forced.
+	// +optional
+	// +listType=atomic
+	Changing []string `json:"changing,omitempty"`
+	// boots is the hash of the payload a new or replacement machine boots.
+	// +optional
+	Boots string `json:"boots,omitempty"`
+	// next is the next time the rollout's standing changes by itself.
+	// +optional
+	Next *RolloutNextChange `json:"next,omitempty"`
+}
+
+// RolloutHold is a rollout that waits.
+type RolloutHold struct {
+	// by is what holds it: Pause (spec.management.pausedUntil, which
+	// outranks a maintenance window), MaintenanceWindow, Schedule (a forced
+	// rollout set for later), HealthGate (a halted rollout holds a forced
+	// rollout) or MissingUserData.
+	By string `json:"by"`
+	// until is when it may start; unset when a person must act, or no
+	// window opens within five years.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+	// message says what waits and until when.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RolloutSteps are what a rollout does.
+type RolloutSteps struct {
+	// machines is how many machines it replaces (or updates in place).
+	Machines int32 `json:"machines"`
+	// rounds is in how many rounds of at most maxSurge+maxUnavailable
+	// machines (InPlace: maxUnavailable nodes), the canary's included.
+	Rounds int32 `json:"rounds"`
+	// canary is how many machines go first under the health gate (0
+	// without spec.management.health).
+	// +optional
+	Canary int32 `json:"canary,omitempty"`
+	// soak is the time the health gate's soaks take in all.
+	// +optional
+	Soak *metav1.Duration `json:"soak,omitempty"`
+}
+
+// RolloutNextChange is when a pool's standing changes by itself.
+type RolloutNextChange struct {
+	// at is when.
+	At metav1.Time `json:"at"`
+	// reason is why: PauseEnds, WindowOpens, ScheduledRollout,
+	// DriftDeadline or SoakEnds.
+	Reason string `json:"reason"`
 }

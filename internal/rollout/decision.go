@@ -77,6 +77,11 @@ type Decision struct {
 	// gated rollout, the failing machine and signal; nil for pools
 	// without spec.management.health.
 	Health *HealthState
+	// Standing is where the pool stands once the plan is made
+	// (standing.go): its phase, whether it is settled, what holds it,
+	// the steps, what a new node boots and when this changes by itself.
+	// status.rollout publishes it.
+	Standing Standing
 }
 
 // ForcedState is where a forced-rollout request stands.

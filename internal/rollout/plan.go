@@ -59,6 +59,7 @@ func Decide(in Input) Plan {
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)
 	requeueHealth(in, d, &p)
+	p.Decision.Standing = standingOf(in, &p) // standing.go
 	return p
 }
 
@@ -127,12 +128,7 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	case f != nil && f.State == ForcedScheduled:
 		d.Action, d.Initiator, d.At, d.Machines = ActionSchedule, f.Initiator, f.At, forcedMachines(f.At)
 	}
-	if md != nil && running != nil && o.target != nil && (running.Name != o.target.Name || !md.Complete) {
-		d.InProgress = true
-	}
-	if md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 {
-		d.InProgress = true
-	}
+	d.InProgress = replacing(md, running, o.target) || forcedInProgress(md)
 	d.Health = decideHealth(in, d, running)
 	d.RollbackFrom = healthRollback(&d, running) // health.go
 	return d, o, pending
