@@ -16,7 +16,6 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
-	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // What a plan predicts for a pool (PlanResult.Rollout).
@@ -321,7 +320,7 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 	if in.Latest != nil {
 		r.PayloadHash = in.Latest.Hash
 	}
-	strategy(r, pool, dec.Replicas)
+	r.Strategy, r.MaxSurge, r.MaxUnavailable = dec.Strategy.Name, dec.Strategy.MaxSurge, dec.Strategy.MaxUnavailable
 	r.Initiator = string(dec.Initiator)
 	r.Machines = dec.Machines
 	switch dec.Action {
@@ -330,7 +329,7 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 		r.Message = "the pool's inputs would be invalid, so nothing changes on the nodes and scale-up keeps booting the payload the pool serves: " + in.RenderErr.Error()
 		return
 	case rollout.ActionCreate:
-		r.Rollout, r.Rolls, r.Steps = PlanCreate, true, 1
+		r.Rollout, r.Rolls, r.Steps = PlanCreate, true, dec.Rounds()
 		r.Message = fmt.Sprintf("a new pool: %d machines are created, booting payload %s", r.Machines, payload.Short(r.PayloadHash))
 		return
 	case rollout.ActionStart, rollout.ActionForce:
@@ -356,10 +355,10 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 			r.PendingDrift = append(r.PendingDrift, row.Component)
 		}
 	}
-	r.Steps = steps(r)
-	windowPlan(r, dec)                // window.go
-	planHealth(r, pool, dec.Replicas) // plan_health.go
-	r.Message = planMessage(r, engineCondition(plan, dec.Action), pool)
+	r.Steps = dec.Rounds()
+	windowPlan(r, dec) // window.go
+	planHealth(r, dec) // plan_health.go
+	r.Message = planMessage(r, heldMessage(dec), pool)
 }
 
 // changedComponents are the components in which what the machines would
@@ -388,36 +387,6 @@ func changedComponents(d *decision) []PlanComponent {
 		out = append(out, pc)
 	}
 	return out
-}
-
-// strategyInPlace names the strategy of InPlace pools in a plan.
-const strategyInPlace = "InPlace"
-
-// strategy fills how machines are replaced: maxSurge and maxUnavailable
-// resolved against the desired count by Cluster API's own rule
-// (poolmath.Fenceposts), or an InPlace pool's maxUnavailable.
-func strategy(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
-	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
-		r.Strategy, r.MaxUnavailable = strategyInPlace, poolmath.InPlaceMaxUnavailable(pool.Spec.Management.InPlace.MaxUnavailable, desired)
-		return
-	}
-	rs := pool.Spec.Management.Replace
-	r.Strategy = string(or(string(rs.Strategy), string(nodepoolv1.ReplaceStrategyRollingUpdate)))
-	if r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
-		return
-	}
-	s, u, err := poolmath.Fenceposts(rs.RollingUpdate.MaxSurge, rs.RollingUpdate.MaxUnavailable, desired)
-	if err != nil {
-		return
-	}
-	r.MaxSurge, r.MaxUnavailable = s, u
-}
-
-func steps(r *PlanResult) int32 {
-	if !r.Rolls || (r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) && r.Strategy != strategyInPlace) {
-		return 0
-	}
-	return poolmath.Steps(r.Machines, r.MaxSurge, r.MaxUnavailable)
 }
 
 // Predict is what `plan` says for a pool, given the engine's input and

@@ -219,16 +219,16 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 		}
 		healthNote(&st, d, now) // status_health.go
 		return st
-	case d.Action == rollout.ActionDefer:
+	case pausedOrWindowHeld(d.Standing):
 		st.Phase, st.pausedIndefinitely = PhasePaused, d.Pause.Indefinite()
-		st.Message = engineCondition(plan, rollout.ActionDefer)
+		st.Message = d.Standing.Hold.Message
 		return st
 	case startsNow(d, now):
 		st.Phase = PhaseStarting
 		st.Message = fmt.Sprintf("waiting for the controller to start the %s", describeDecision(d))
 		return st
 	}
-	if st.Replicas != st.Desired || st.Ready < st.Desired || st.UpToDate < st.Desired {
+	if !settled(pool, d.Standing) {
 		st.Phase = PhaseScaling
 		st.Message = fmt.Sprintf("waiting for %d machines up to date and ready", st.Desired)
 		if c := cond(nodepoolv1.ConditionAllMachinesReady); c != nil && c.Status != metav1.ConditionTrue {
@@ -237,10 +237,26 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 		return st
 	}
 	st.Phase = PhaseComplete
-	if d.Action == rollout.ActionSchedule {
-		st.Note = engineCondition(plan, rollout.ActionSchedule)
+	if h := d.Standing.Hold; h != nil && h.By == rollout.HeldBySchedule {
+		st.Note = h.Message
 	}
 	return st
+}
+
+// pausedOrWindowHeld reports a rollout the pause or a maintenance window
+// holds (the engine's standing says which: a pause outranks a window).
+func pausedOrWindowHeld(s rollout.Standing) bool {
+	return s.Hold != nil && (s.Hold.By == rollout.HeldByPause || s.Hold.By == rollout.HeldByMaintenanceWindow)
+}
+
+// settled is whether the pool is settled, as the controller published it
+// (status.rollout.settled), or as the engine says now for a pool whose
+// status does not carry it yet.
+func settled(pool *nodepoolv1.NodePool, now rollout.Standing) bool {
+	if r := pool.Status.Rollout; r != nil {
+		return r.Settled
+	}
+	return now.Settled
 }
 
 // startsNow reports a rollout the engine starts now and the controller has
@@ -283,20 +299,12 @@ func describeDecision(d rollout.Decision) string {
 	return "rollout of the spec change"
 }
 
-// engineCondition is the message the engine writes on the updating
-// conditions for a deferred or scheduled rollout.
-func engineCondition(p rollout.Plan, a rollout.Action) string {
-	if h := windowHeld(p.Decision); h != nil && a == rollout.ActionDefer {
-		return h.Message // window.go
-	}
-	want := nodepoolv1.ReasonPaused
-	if a == rollout.ActionSchedule {
-		want = nodepoolv1.ReasonRolloutScheduled
-	}
-	for _, c := range p.Conditions {
-		if (c.Type == nodepoolv1.ConditionUpdatingConfig || c.Type == nodepoolv1.ConditionUpdatingVersion) && c.Reason == want {
-			return c.Message
-		}
+// heldMessage is what the engine says holds the decision's rollout: the
+// pause, a maintenance window or its schedule ("" when none of them
+// does).
+func heldMessage(d rollout.Decision) string {
+	if h := d.Standing.Hold; h != nil && (pausedOrWindowHeld(d.Standing) || h.By == rollout.HeldBySchedule) {
+		return h.Message
 	}
 	return ""
 }

@@ -297,13 +297,13 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 		st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
 		st.DesiredReplicas = plan.Decision.Replicas
 		st.Maintenance = plan.Maintenance
-		st.Rollout = plan.Decision.Standing.Published() // internal/rollout/standing.go
-		if plan.Maintenance == nil {                    // maintenance settings removed: so is their condition
+		if plan.Maintenance == nil { // maintenance settings removed: so is their condition
 			meta.RemoveStatusCondition(&st.Conditions, nodepoolv1.ConditionMaintenanceWindow)
 		}
 		if md := rc.in.MachineDeployment; md != nil {
 			st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 		}
+		st.Rollout = plan.Decision.Standing.Published() // where the pool stands: internal/rollout/standing.go
 		conditions = append(plan.Conditions, active)
 	}
 	for _, c := range conditions {

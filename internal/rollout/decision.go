@@ -60,6 +60,10 @@ type Decision struct {
 	TokenPayload string
 	// Replicas is the machine count the pool wants.
 	Replicas int32
+	// Strategy is how the pool's machines are replaced (strategy.go):
+	// Rounds and Gated say in how many rounds, and how the health gate
+	// takes a rollout.
+	Strategy Strategy
 	// Machines is how many machines the rollout replaces (Create: creates;
 	// an InPlace pool: updates in place), once it runs.
 	Machines int32

@@ -79,6 +79,7 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	}
 	d := Decision{Action: ActionNone, Pause: pause, Target: o.target, Running: running,
 		Replicas: poolmath.DesiredReplicas(&in.Pool.Spec, current)}
+	d.Strategy = strategyOf(&in.Pool.Spec, d.Replicas) // strategy.go
 	base := o.target
 	if base == nil {
 		base = running

@@ -115,6 +115,7 @@ func (p *Pool) writeStatus(in rollout.Input, plan rollout.Plan) {
 	if md := in.MachineDeployment; md != nil {
 		st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 	}
+	st.Rollout = plan.Decision.Standing.Published()
 	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
 	for _, c := range append(append([]metav1.Condition(nil), plan.Conditions...), active) {
 		c.ObservedGeneration = p.Obj.Generation
