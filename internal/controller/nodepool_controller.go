@@ -338,7 +338,7 @@ func (r *Reconciler) patchPool(ctx context.Context, before, after *nodepoolv1.No
 // owned Secrets and templates.
 func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodePool) (ctrl.Result, error) {
 	// The health check goes first: it must not repair machines being deleted.
-	if err := r.applyHealthCheck(ctx, pool); err != nil {
+	if err := r.applyHealthCheck(ctx, pool, false); err != nil { // deleted, whatever the pause
 		return ctrl.Result{}, err
 	}
 	// Both kinds are looked for: a pool's upgradeType is immutable, but a
