@@ -185,6 +185,20 @@ func TestThePublishedStandingOfAPoolThatDoesNotMoveStaysTheSame(t *testing.T) {
 			w.Pool.Spec.Management.PausedUntil = t0.Add(2*time.Hour + 500*time.Millisecond).Format(time.RFC3339Nano)
 			return relatest(t, in, w)
 		},
+		"held by a window": func() Input {
+			w := inputstest.New()
+			w.Pool.Spec.Management.Maintenance = windows(window("0 8 * * *", time.Hour, "UTC"))
+			in := settled(t, w)
+			in.Now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+			in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = in.Now.Add(-time.Second).Format(time.RFC3339)
+			return in
+		},
+		"a restart scheduled": func() Input {
+			w := inputstest.New()
+			later := metav1.NewTime(t0.Add(time.Hour))
+			w.Pool.Spec.Management.RolloutAfter = &later
+			return settled(t, w)
+		},
 	} {
 		first := in()
 		again := in()
