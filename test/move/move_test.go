@@ -25,8 +25,8 @@ import (
 	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/secrets"
-	"nodepool.dev/nodepool/internal/userdata"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/userdata"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -79,7 +79,9 @@ func TestClusterctlMoveCarriesAPoolAndItsHistoryAndNothingRolls(t *testing.T) {
 		labelForMove(t, &simv1.SimMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small"}})
 		p.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
 	})
-	t.Cleanup(func() { _ = dst.Env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}}) })
+	t.Cleanup(func() {
+		_ = dst.Env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Namespace}})
+	})
 	first := src.WaitForPool(t, p, timeout, "2 ready nodes", stack.PoolSettled(2))
 	// A second rollout, so the history has more than the pool's first record.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "chrony"}}
