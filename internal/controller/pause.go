@@ -54,6 +54,7 @@ func pausedBy(cluster *clusterv1.Cluster, pool *nodepoolv1.NodePool) string {
 // Its other conditions and status stay as they were. The Cluster's and the
 // pool's watches bring the pool back when the pause ends.
 func (r *Reconciler) reconcilePaused(ctx context.Context, pool *nodepoolv1.NodePool, why string) (ctrl.Result, error) {
+	defer observeReconciled(pool, r.now()) // reconcile_metrics.go: looked at, on purpose doing nothing
 	before := pool.DeepCopy()
 	meta.SetStatusCondition(&pool.Status.Conditions, metav1.Condition{
 		Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionFalse,
