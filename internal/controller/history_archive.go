@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +99,16 @@ func (r *Reconciler) archiveHistory(ctx context.Context, rc *poolReconcile) erro
 	if len(records) == 0 || (len(pool.Status.Revisions) > 0 && !equality.Semantic.DeepEqual(history.References(records), pool.Status.Revisions)) {
 		return nil
 	}
+	got, err := r.archiveOf(ctx, pool)
+	if err != nil {
+		return err
+	}
+	// Steady state: the records and the archive are the versions archived
+	// last time; nothing to encode.
+	key := archiveKey(records, got)
+	if v, ok := r.archived.Load(pool.UID); ok && v == key {
+		return nil
+	}
 	want, err := history.Archive(pool.Namespace, pool.Name, records)
 	if err != nil {
 		return err
@@ -105,10 +116,6 @@ func (r *Reconciler) archiveHistory(ctx context.Context, rc *poolReconcile) erro
 	if len(want.Data[history.KeyArchive]) > maxArchiveBytes {
 		r.log(pool).Info("the history archive would not fit in a Secret: not written", "bytes", len(want.Data[history.KeyArchive]))
 		return nil
-	}
-	got, err := r.archiveOf(ctx, pool)
-	if err != nil {
-		return err
 	}
 	if got == nil {
 		switch err := r.createOwned(ctx, pool, want, "Secret"); {
@@ -121,6 +128,7 @@ func (r *Reconciler) archiveHistory(ctx context.Context, rc *poolReconcile) erro
 		return nil
 	}
 	if history.SameArchive(got, want) {
+		r.archived.Store(pool.UID, key)
 		return nil
 	}
 	patched := got.DeepCopy()
@@ -129,6 +137,18 @@ func (r *Reconciler) archiveHistory(ctx context.Context, rc *poolReconcile) erro
 		return fmt.Errorf("writing the history archive %s: %w", got.Name, err)
 	}
 	return nil
+}
+
+// archiveKey names the versions of the records and of the archive.
+func archiveKey(records []appsv1.ControllerRevision, archive *corev1.Secret) string {
+	var b strings.Builder
+	for _, cr := range records {
+		b.WriteString(cr.Name + "@" + cr.ResourceVersion + ",")
+	}
+	if archive != nil {
+		b.WriteString(archive.ResourceVersion)
+	}
+	return b.String()
 }
 
 // maxArchiveBytes keeps the archive well inside a Secret's 1 MiB.

@@ -69,6 +69,9 @@ type Reconciler struct {
 	refusals *lru[string, bool]
 	// pointers renders user-data for the payload server of the settings.
 	pointers atomic.Pointer[userdata.Renderer]
+	// archived remembers, by pool UID, the versions of the records and of
+	// the history archive last found equal (history_archive.go).
+	archived sync.Map
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
@@ -392,6 +395,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	}
 	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
+		r.archived.Delete(pool.UID)
 		return ctrl.Result{}, r.Client.Update(ctx, pool)
 	}
 	return ctrl.Result{}, nil
