@@ -198,6 +198,21 @@ func TestClusterctlMoveCarriesAPoolAndItsHistoryAndNothingRolls(t *testing.T) {
 		t.Errorf("the moved MachineDeployment: controlled by the pool %v, user-data %q (was %q)", metav1.IsControlledBy(movedMD, moved),
 			ptr.Deref(movedMD.Spec.Template.Spec.Bootstrap.DataSecretName, ""), ptr.Deref(md.Spec.Template.Spec.Bootstrap.DataSecretName, ""))
 	}
+	// The clone's record of its source follows the moved template (a new
+	// UID): what a provider changes in it later stays pinned.
+	movedTemplate := &simv1.SimMachineTemplate{}
+	if err := dst.Env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: "small"}, movedTemplate); err != nil {
+		t.Fatalf("the pool's template did not move: %v", err)
+	}
+	stack.WaitFor(t, timeout, "the clone recording the moved template", func() string {
+		clone := &simv1.SimMachineTemplate{}
+		if err := dst.Env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: movedMD.Spec.Template.Spec.InfrastructureRef.Name}, clone); err != nil {
+			return err.Error()
+		}
+		return clone.Labels[nodepoolv1.LabelTemplateSourceUID] + "@" + clone.Labels[nodepoolv1.LabelTemplateSourceGeneration]
+	}, func(s string) bool {
+		return s == fmt.Sprintf("%s@%d", movedTemplate.UID, movedTemplate.Generation)
+	}, func(s string) string { return s + ", want " + string(movedTemplate.UID) })
 	mhc := &clusterv1.MachineHealthCheck{}
 	if err := dst.Env.Client.Get(ctx, client.ObjectKeyFromObject(p), mhc); err != nil || !metav1.IsControlledBy(mhc, moved) {
 		t.Errorf("the pool's MachineHealthCheck on the target: %v, controlled by the pool: %v", err, err == nil && metav1.IsControlledBy(mhc, moved))
