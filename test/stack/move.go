@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +39,7 @@ func StartTarget(ctx context.Context, workload *rest.Config) (*Stack, error) {
 // Cluster API core, the sim infrastructure provider (its control plane is
 // in the same module and version) and nodepool as an add-on provider.
 var Providers = []clusterctlv1.Provider{
-	{ObjectMeta: metav1.ObjectMeta{Namespace: "capi-system", Name: "cluster-api"}, ProviderName: "cluster-api", Type: string(clusterctlv1.CoreProviderType), Version: "v1.14.2"},
+	{ObjectMeta: metav1.ObjectMeta{Namespace: ClusterAPINamespace, Name: ClusterAPIProvider}, ProviderName: ClusterAPIProvider, Type: string(clusterctlv1.CoreProviderType), Version: "v1.14.2"},
 	{ObjectMeta: metav1.ObjectMeta{Namespace: "sim-system", Name: "infrastructure-sim"}, ProviderName: "sim", Type: string(clusterctlv1.InfrastructureProviderType), Version: "v0.1.0"},
 	{ObjectMeta: metav1.ObjectMeta{Namespace: ManagementNamespace, Name: "addon-nodepool"}, ProviderName: "nodepool", Type: string(clusterctlv1.AddonProviderType), Version: "v0.1.0"},
 }
@@ -106,15 +105,12 @@ func (s *Stack) InstallClusterctlInventory(ctx context.Context, kubeconfig strin
 }
 
 // ClusterctlCluster is clusterctl's client of the management cluster
-// kubeconfig reaches, all of clusterctl's own code but for one check: the
-// test kube-apiserver is built from source without the build's version
-// stamp, so it reports "v0.0.0-master+$Format:%H$" on /version, which
-// clusterctl refuses as older than its minimum (v1.20.0). The check still
-// asks /version; it accepts that unstamped version (the binary is built
-// from k8s.io/kubernetes v1.36.3) and applies clusterctl's own check to
-// any other. clusterctl's Client takes it with ClusterctlClientFactory.
+// kubeconfig reaches, all of clusterctl's own code but for its minimum
+// Kubernetes version check, which the test kube-apiserver's unstamped
+// version fails (unversionedProxy, clusterctl.go). clusterctl's Client
+// takes it with ClusterctlClientFactory.
 func ClusterctlCluster(kubeconfig clusterctlcluster.Kubeconfig, cfg clusterctlconfig.Client) clusterctlcluster.Client {
-	return clusterctlcluster.New(kubeconfig, cfg, clusterctlcluster.InjectProxy(unstampedVersion{clusterctlcluster.NewProxy(kubeconfig)}))
+	return clusterctlcluster.New(kubeconfig, cfg, clusterctlcluster.InjectProxy(unversionedProxy{clusterctlcluster.NewProxy(kubeconfig)}))
 }
 
 // ClusterctlClientFactory is ClusterctlCluster as the factory of
@@ -123,31 +119,6 @@ func ClusterctlClientFactory(cfg clusterctlconfig.Client) clusterctlclient.Clust
 	return func(in clusterctlclient.ClusterClientFactoryInput) (clusterctlcluster.Client, error) {
 		return ClusterctlCluster(clusterctlcluster.Kubeconfig(in.Kubeconfig), cfg), nil
 	}
-}
-
-// unstampedGitVersion is what a kube-apiserver built without the version
-// stamp reports.
-const unstampedGitVersion = "v0.0.0-master+$Format:%H$"
-
-type unstampedVersion struct{ clusterctlcluster.Proxy }
-
-func (p unstampedVersion) ValidateKubernetesVersion() error {
-	cfg, err := p.GetConfig()
-	if err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	v, err := dc.ServerVersion()
-	if err != nil {
-		return fmt.Errorf("reading the management cluster's version: %w", err)
-	}
-	if v.GitVersion == unstampedGitVersion {
-		return nil
-	}
-	return p.Proxy.ValidateKubernetesVersion()
 }
 
 // providerGroup reports whether group is one of groups or under one
