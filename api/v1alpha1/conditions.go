@@ -103,6 +103,12 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonReadFailed says the pool's objects or inputs could not be read.
 	ReasonReadFailed = "ReadFailed"
+	// ReasonClusterPaused says the pool's Cluster is paused (spec.paused,
+	// which clusterctl move sets while it moves the cluster, or the
+	// cluster.x-k8s.io/paused annotation) or the pool carries that
+	// annotation: the controller writes nothing to the pool's objects
+	// (ReconciliationActive=False) until the pause ends.
+	ReasonClusterPaused = "ClusterPaused"
 	// ReasonOutsideMaintenanceWindow says a gated rollout waits for the
 	// pool's next maintenance window.
 	ReasonOutsideMaintenanceWindow = "OutsideMaintenanceWindow"

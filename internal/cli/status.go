@@ -19,7 +19,7 @@ const (
 	PhasePending    = "Pending"    // the controller has not seen the latest spec yet
 	PhaseStarting   = "Starting"   // a forced rollout was requested and has not started yet
 	PhaseRollingOut = "RollingOut" // machines are being replaced
-	PhasePaused     = "Paused"     // a rollout is held by spec.management.pausedUntil
+	PhasePaused     = "Paused"     // a rollout is held by spec.management.pausedUntil, or the pool's Cluster is paused
 	PhaseScaling    = "Scaling"    // no rollout, but not every machine is up and ready
 	PhaseComplete   = "Complete"   // every machine runs the current rollout and is ready
 	PhaseFailed     = "Failed"     // the rollout cannot proceed: the reason says why
@@ -76,7 +76,9 @@ and the phase) each time it changes.
 
 Phases: Pending (the controller has not seen the latest spec yet), Starting (a
 forced rollout was requested and has not started yet), RollingOut, Paused
-(spec.management.pausedUntil or a maintenance window holds the rollout),
+(spec.management.pausedUntil or a maintenance window holds the rollout, or
+the pool's Cluster is paused — clusterctl move pauses it while it moves
+the cluster — and the controller writes nothing to the pool),
 Scaling, Complete, Failed.
 
 Exit status: 0 when the rollout is complete (or at once with --watch=false);
@@ -188,6 +190,12 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 	st.idle = pool.Status.Updating == ""
 	if c, f := isFalse(nodepoolv1.ConditionReconciliationActive); f && (c.Reason == nodepoolv1.ReasonUnsupported || c.Reason == nodepoolv1.ReasonNameConflict) {
 		st.Phase, st.Message = PhaseFailed, c.Message
+		return st
+	}
+	if c, f := isFalse(nodepoolv1.ConditionReconciliationActive); f && c.Reason == nodepoolv1.ReasonClusterPaused {
+		// clusterctl move, or Cluster API's pause: the controller writes
+		// nothing, so nothing the engine would do now happens.
+		st.Phase, st.Message = PhasePaused, c.Message
 		return st
 	}
 	if !pool.DeletionTimestamp.IsZero() {

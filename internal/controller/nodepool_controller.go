@@ -69,6 +69,9 @@ type Reconciler struct {
 	refusals *lru[string, bool]
 	// pointers renders user-data for the payload server of the settings.
 	pointers atomic.Pointer[userdata.Renderer]
+	// archived remembers, by pool UID, the versions of the records and of
+	// the history archive last found equal (history_archive.go).
+	archived sync.Map
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
@@ -76,7 +79,8 @@ type Reconciler struct {
 // cluster Nodes and Secrets are read and written with the credentials of the
 // <cluster>-kubeconfig Secret (ClusterCache), not with this role, which has
 // nothing on Nodes. NodePools are updated only to add or remove the
-// finalizer; status is patched. Secrets and ConfigMaps are read in every
+// finalizer, and patched for their annotations and their Cluster owner
+// reference (pause.go); status is patched. Secrets and ConfigMaps are read in every
 // namespace: pools reference pull secrets and user configs in their own.
 //
 // +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools,verbs=get;list;watch;update;patch
@@ -112,7 +116,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = logr.NewContext(ctx, r.log(pool))
+	cluster, err := r.clusterOf(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if why := pausedBy(cluster, pool); why != "" {
+		return r.reconcilePaused(ctx, pool, why) // pause.go: nothing written but the condition
+	}
 	if !pool.DeletionTimestamp.IsZero() {
+		if moved, err := r.deletedForMove(ctx, pool); moved || err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.reconcileDelete(ctx, pool)
 	}
 	if controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
@@ -121,6 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	rc := &poolReconcile{pool: pool, before: pool.DeepCopy()}
+	ownByCluster(pool, cluster) // pause.go: in the Cluster's hierarchy, which clusterctl move carries
 	defer func() {
 		defer func() { observeReconciled(pool, r.now()) }() // reconcile_metrics.go: when it ended
 		if errors.Is(retErr, errStalePool) {
@@ -139,11 +154,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		stage string
 		run   func(context.Context, *poolReconcile) error
 	}{
+		{stageHistory, r.restoreHistory}, // history_archive.go: a moved pool's records
 		{stageRead, r.gather},
 		{stageRead, r.observePool},
 		{stageDecide, r.decide},
 		{stageHistory, r.record},
 		{stageApply, r.applyPlan},
+		{stageHistory, r.archiveHistory},
 	} {
 		if err := phase.run(ctx, rc); err != nil {
 			rc.stage = phase.stage
@@ -379,6 +396,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	}
 	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
+		r.archived.Delete(pool.UID)
 		return ctrl.Result{}, r.Client.Update(ctx, pool)
 	}
 	return ctrl.Result{}, nil
@@ -405,8 +423,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
 		WatchesMetadata(configMapMetadata(), handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
-		// Only spec changes: a Cluster's status changes with every machine of it.
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Only spec and annotation changes: a Cluster's status changes with
+		// every machine of it. Annotations: Cluster API's paused annotation (pause.go).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Build(r)
 	if err != nil {
 		return err

@@ -121,6 +121,7 @@ type SimMachineStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=simmachines,scope=Namespaced,categories=cluster-api
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-sim"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
 // +kubebuilder:printcolumn:name="Booted",type=string,JSONPath=`.status.conditions[?(@.type=="Booted")].reason`
