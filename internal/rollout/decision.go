@@ -77,6 +77,9 @@ type Decision struct {
 	// gated rollout, the failing machine and signal; nil for pools
 	// without spec.management.health.
 	Health *HealthState
+	// Drain is where the pool's drains stand against its drain policy
+	// (drain.go).
+	Drain *DrainState
 }
 
 // ForcedState is where a forced-rollout request stands.

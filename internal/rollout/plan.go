@@ -50,11 +50,13 @@ func Decide(in Input) Plan {
 		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
 	recordShape(in, d, &p) // window_fit.go
+	d.Drain = decideDrain(in, d.Target) // drain.go
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
 	planWindow(in, d, &p)
 	planHealth(in, d, &p)
+	planDrain(in, d.Drain, &p) // after the health gate: a drain halt says RolloutHealthy
 	planBootstrapData(in, &p)
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)

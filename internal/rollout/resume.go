@@ -16,5 +16,9 @@ func Resume(p *nodepoolv1.NodePool) []string {
 		delete(p.Annotations, nodepoolv1.AnnotationHalted)
 		ended = append(ended, "health halt")
 	}
+	if _, ok := p.Annotations[nodepoolv1.AnnotationDrainHalted]; ok {
+		delete(p.Annotations, nodepoolv1.AnnotationDrainHalted)
+		ended = append(ended, "drain halt")
+	}
 	return ended
 }

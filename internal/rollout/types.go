@@ -57,6 +57,10 @@ type Input struct {
 	// Machines are the pool's machines as the health gate sees them
 	// (health.go); read for pools with spec.management.health.
 	Machines []MachineHealth
+	// Drains are the nodes of deleting Machines Cluster API drains
+	// (Replace pools); an InPlace pool's drains are its InPlace machines
+	// in the Draining phase.
+	Drains []NodeDrain
 }
 
 // Settings are the controller's tunables the engine needs.
@@ -205,6 +209,11 @@ type Plan struct {
 	RequeueAfter time.Duration
 	// Maintenance is status.maintenance (nil without maintenance settings).
 	Maintenance *nodepoolv1.MaintenanceStatus
+	// Drains is status.drains: the nodes being drained and what holds them.
+	Drains []nodepoolv1.NodeDrainStatus
+	// PauseMachineDeployment holds a Replace pool's MachineDeployment (the
+	// annotation cluster.x-k8s.io/paused) while a drain halts its rollout.
+	PauseMachineDeployment bool
 }
 
 // TokenAction makes a token Secret exist, serve PayloadHash, and rotate.

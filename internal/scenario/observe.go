@@ -209,9 +209,7 @@ func (p *Pool) summarizeInPlace() (*rollout.MachineDeployment, *rollout.InPlace)
 		out.RolloutAfter = &t
 	}
 	ip := &rollout.InPlace{MaxUnavailable: poolmath.InPlaceMaxUnavailable(p.Obj.Spec.Management.InPlace.MaxUnavailable, ms.Replicas)}
-	if d := p.Obj.Spec.NodeDrainTimeout; d != nil {
-		ip.DrainTimeout = d.Duration
-	}
+	ip.DrainTimeout = poolmath.Drain(p.Obj).ForceAfter()
 	live := append([]*Machine(nil), p.Machines...)
 	sort.SliceStable(live, func(i, j int) bool {
 		if !live[i].Created.Equal(live[j].Created) {

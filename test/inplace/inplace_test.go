@@ -264,7 +264,7 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 	first, second := nodes[0], nodes[1]
 
 	// A pod bound to the node updated first, guarded by a budget that
-	// allows no disruption (the test plays the disruption controller).
+	// allows no disruption.
 	labels := map[string]string{"app": "guarded-" + p.Namespace}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "guarded", Labels: labels},
@@ -315,19 +315,13 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 	}
 }
 
-// setBudget plays the disruption controller: the budget allows n
-// disruptions.
-func setBudget(t *testing.T, pdb *policyv1.PodDisruptionBudget, n int32) {
+// setBudget makes the budget allow n disruptions of its one pod (the
+// sim plays the disruption controller and computes its status).
+func setBudget(t *testing.T, pdb *policyv1.PodDisruptionBudget, n int) {
 	t.Helper()
-	ctx := context.Background()
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
-		t.Fatal(err)
-	}
-	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: n,
-		CurrentHealthy: 1 + n, DesiredHealthy: 1, ExpectedPods: 1 + n}
-	if err := env.Client.Status().Update(ctx, pdb); err != nil {
-		t.Fatal(err)
-	}
+	stack.Update(t, env.Client, pdb, func(pdb *policyv1.PodDisruptionBudget) {
+		pdb.Spec.MinAvailable = ptr.To(intstr.FromInt(1 - n))
+	})
 }
 
 func TestInPlaceFailedNodeStopsTheRolloutUntilItIsFixed(t *testing.T) {
