@@ -43,6 +43,10 @@ type DrainState struct {
 	next time.Time
 }
 
+// drainResumed ends the value of AnnotationDrainHalted once a person
+// resumed the rollout.
+const drainResumed = "/resumed"
+
 // decideDrain weighs the pool's drains against its policy (poolmath.Drain):
 // a drain lasting the timeout with pods left is blocked; with Halt the
 // first blocked one halts the target's rollout, which holds while the
@@ -80,7 +84,21 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		ds.Halt = nil
 		return ds
 	}
-	held, machine, _ := strings.Cut(annotation(in.Pool, nodepoolv1.AnnotationDrainHalted), "/")
+	recorded := annotation(in.Pool, nodepoolv1.AnnotationDrainHalted)
+	held, machine, _ := strings.Cut(strings.TrimSuffix(recorded, drainResumed), "/")
+	if held == target.RolloutHash && strings.HasSuffix(recorded, drainResumed) {
+		// Resumed: that machine's drain halts nothing any more; another
+		// blocked drain may.
+		ds.Halt = nil
+		for _, d := range ds.Nodes {
+			if ds.Blocked[d.Node] && d.Machine != machine && ds.Policy.OnTimeout == nodepoolv1.DrainHalt {
+				d := d
+				ds.Halt = &d
+				break
+			}
+		}
+		held = ""
+	}
 	switch {
 	case held == target.RolloutHash && held != "":
 		if ds.Halt == nil || ds.Halt.Machine != machine {
@@ -152,7 +170,9 @@ func planDrain(in Input, ds *DrainState, p *Plan) {
 	if ds.record != "" {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: nodepoolv1.ReasonDrainHalted, Message: msg})
 	}
-	p.PauseMachineDeployment = in.InPlace == nil && in.Pool.Spec.Management.UpgradeType != nodepoolv1.UpgradeTypeInPlace
+	if p.MachineDeployment != nil && in.InPlace == nil && in.Pool.Spec.Management.UpgradeType != nodepoolv1.UpgradeTypeInPlace {
+		p.MachineDeployment.Paused = true
+	}
 }
 
 // blockedMessage says which node a drain holds, for how long and by what.

@@ -49,7 +49,7 @@ func Decide(in Input) Plan {
 	if d.RollbackFrom != nil {
 		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
-	recordShape(in, d, &p) // window_fit.go
+	recordShape(in, d, &p)              // window_fit.go
 	d.Drain = decideDrain(in, d.Target) // drain.go
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)

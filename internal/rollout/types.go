@@ -211,9 +211,6 @@ type Plan struct {
 	Maintenance *nodepoolv1.MaintenanceStatus
 	// Drains is status.drains: the nodes being drained and what holds them.
 	Drains []nodepoolv1.NodeDrainStatus
-	// PauseMachineDeployment holds a Replace pool's MachineDeployment (the
-	// annotation cluster.x-k8s.io/paused) while a drain halts its rollout.
-	PauseMachineDeployment bool
 }
 
 // TokenAction makes a token Secret exist, serve PayloadHash, and rotate.
@@ -249,6 +246,11 @@ type MachineDeploymentTarget struct {
 	// surge is the canary and nothing is taken down, so no machine beyond
 	// the canary is made on an untested payload.
 	MaxSurge, MaxUnavailable *intstr.IntOrString
+	// Paused holds the MachineDeployment (Cluster API's
+	// cluster.x-k8s.io/paused annotation) while a drain halts its rollout:
+	// Cluster API takes no further machine down; the node draining keeps
+	// being drained, with its pods.
+	Paused bool
 }
 
 // Event is a Kubernetes event on the pool.

@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -9,7 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -18,6 +23,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/cli"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/sim"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
@@ -134,3 +140,73 @@ func releaseBudget(t *testing.T, ns string) {
 		b.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 	})
 }
+
+// kubectl runs `kubectl nodepool -n ns args...` in-process against the
+// stack and returns what it printed and its exit code.
+func kubectl(t *testing.T, ns string, args ...string) (string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	code := cli.Run(context.Background(), streams, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...))
+	return out.String() + errOut.String(), code
+}
+
+// policy sets spec.management.drain.
+func policy(on nodepoolv1.DrainTimeoutPolicy, timeout time.Duration) func(*nodepoolv1.NodePool) {
+	return func(p *nodepoolv1.NodePool) {
+		p.Spec.Management.Drain = &nodepoolv1.Drain{OnTimeout: on, Timeout: &metav1.Duration{Duration: timeout}}
+	}
+}
+
+// inPlace makes a pool InPlace, one node at a time.
+func inPlace(p *nodepoolv1.NodePool) {
+	p.Spec.Management.UpgradeType = nodepoolv1.UpgradeTypeInPlace
+	p.Spec.Management.InPlace.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+}
+
+// events are the pool's events of reason, by message.
+func events(t *testing.T, p *nodepoolv1.NodePool, reason string) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == p.Name && e.Regarding.Kind == "NodePool" && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// gauge is the value of a series the controller exports (it runs in this
+// process), -1 when there is none.
+func gauge(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }

@@ -14,11 +14,18 @@ import (
 )
 
 var (
-	st       *stack.Stack
-	env      *harness.Env
-	settings controller.Settings
+	st         *stack.Stack
+	env        *harness.Env
+	settings   controller.Settings
+	kubeconfig string
 )
 
 func TestMain(m *testing.M) {
-	stack.MainChecked(m, func(s *stack.Stack) { st, env, settings = s, s.Env, s.Settings })
+	stack.MainChecked(m, func(s *stack.Stack) {
+		st, env, settings = s, s.Env, s.Settings
+		var err error
+		if kubeconfig, err = st.WriteKubeconfig("kubeconfig", "default"); err != nil {
+			panic(err)
+		}
+	})
 }
