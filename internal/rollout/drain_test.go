@@ -74,7 +74,7 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 		{name: "Halt: a halt of another rollout is over",
 			pool: pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "old/m1"})},
 		{name: "Halt: once resumed the drain that halted it halts nothing more",
-			pool: pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "new/m1/resumed"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
+			pool:   pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "new/m1/resumed"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
 			drains: []NodeDrain{drain(40 * time.Minute)}, blocked: true},
 		{name: "Force: blocked and said, never halts",
 			pool: pool(nodepoolv1.DrainForce, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "forcing it (onTimeout Force)"},
