@@ -58,7 +58,7 @@ func TestAReplaceDrainBlockedByABudgetIsReportedLiveAndWaitsForIt(t *testing.T) 
 	if v := gauge(t, "nodepool_drain_blocked_nodes", map[string]string{"namespace": p.Namespace, "pool": p.Name, "on_timeout": "Wait"}); v != 1 {
 		t.Errorf("nodepool_drain_blocked_nodes = %v, want 1", v)
 	}
-	out, code := kubectl(t, p.Namespace, "rollout", "status", "workers")
+	out, code := kubectl(t, p.Namespace, "rollout", "status", "--watch=false", "workers")
 	if code != 0 || !strings.Contains(out, "draining node "+node) || !strings.Contains(out, "(blocked), held by pod "+guarded+" (PodDisruptionBudget "+sim.GuardedBudget+")") {
 		t.Errorf("rollout status (exit %d) does not say which pod holds which node:\n%s", code, out)
 	}
@@ -120,7 +120,7 @@ func TestAReplaceDrainBlockedByABudgetHaltsTheRolloutAndKeepsTheNode(t *testing.
 		return md
 	}, func(md *clusterv1.MachineDeployment) bool { return md.Annotations[clusterv1.PausedAnnotation] != "" },
 		func(md *clusterv1.MachineDeployment) string { return fmt.Sprintf("annotations %v", md.Annotations) })
-	out, code := kubectl(t, p.Namespace, "rollout", "status", "workers")
+	out, code := kubectl(t, p.Namespace, "rollout", "status", "--watch=false", "workers")
 	if code == 0 || !strings.Contains(out, nodepoolv1.ReasonDrainHalted) {
 		t.Errorf("rollout status (exit %d) does not fail on the halt:\n%s", code, out)
 	}
