@@ -144,9 +144,6 @@ func planDrain(in Input, ds *DrainState, p *Plan) {
 	if len(p.Drains) > 100 {
 		p.Drains = p.Drains[:100]
 	}
-	if ds.next.After(in.Now) {
-		p.RequeueAfter = minPositive(p.RequeueAfter, ds.next.Sub(in.Now)+time.Second)
-	}
 	if ds.Halt == nil {
 		return
 	}
@@ -172,6 +169,13 @@ func planDrain(in Input, ds *DrainState, p *Plan) {
 	}
 	if p.MachineDeployment != nil && in.InPlace == nil && in.Pool.Spec.Management.UpgradeType != nodepoolv1.UpgradeTypeInPlace {
 		p.MachineDeployment.Paused = true
+	}
+}
+
+// requeueDrain looks again when a drain in progress reaches its timeout.
+func requeueDrain(in Input, ds *DrainState, p *Plan) {
+	if ds != nil && ds.next.After(in.Now) {
+		p.RequeueAfter = minPositive(p.RequeueAfter, ds.next.Sub(in.Now)+time.Second)
 	}
 }
 

@@ -84,6 +84,7 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 			p := Plan{Annotations: map[string]string{}, MachineDeployment: &MachineDeploymentTarget{}}
 			ds := decideDrain(in, target)
 			planDrain(in, ds, &p)
+			requeueDrain(in, ds, &p)
 			if len(p.Drains) != len(tc.drains) || len(p.Drains) > 0 && (p.Drains[0].Blocked != tc.blocked || p.Drains[0].Pods[0].Budget != "web") {
 				t.Errorf("status.drains = %+v", p.Drains)
 			}

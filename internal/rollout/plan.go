@@ -61,6 +61,7 @@ func Decide(in Input) Plan {
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)
 	requeueHealth(in, d, &p)
+	requeueDrain(in, d.Drain, &p) // drain.go
 	return p
 }
 
