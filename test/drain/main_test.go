@@ -6,6 +6,7 @@
 package drain
 
 import (
+	"flag"
 	"testing"
 
 	"nodepool.dev/nodepool/internal/controller"
@@ -20,7 +21,14 @@ var (
 	kubeconfig string
 )
 
+// TestMain runs up to 4 tests at once whatever GOMAXPROCS says: they
+// wait, mostly, for Cluster API's drain retries (every 20s) and the drain
+// policy's timeouts (30s).
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f != nil && f.Value.String() == f.DefValue {
+		_ = flag.Set("test.parallel", "4")
+	}
 	stack.MainChecked(m, func(s *stack.Stack) {
 		st, env, settings = s, s.Env, s.Settings
 		var err error
