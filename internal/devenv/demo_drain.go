@@ -39,7 +39,7 @@ func (d *demo) guardedPool() string { return d.o.Pool + "-guarded" }
 // let it finish.
 func (d *demo) drain(ctx context.Context) error {
 	key := client.ObjectKey{Namespace: d.o.Namespace, Name: d.guardedPool()}
-	config, template := key.Name + "-chrony", d.o.Template+"-guarded"
+	config, template := key.Name+"-chrony", d.o.Template+"-guarded"
 	d.begin("A drain that cannot finish: predicted by plan, reported live, halted by the drain policy",
 		fmt.Sprintf("NodePool %s: replicas 1, drain {onTimeout: Halt, timeout: 30s}; its node runs a pod under", key.Name),
 		fmt.Sprintf("the PodDisruptionBudget %s (maxUnavailable 0) and a pod no controller owns (sim workloads)", sim.GuardedBudget))
