@@ -272,13 +272,22 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
 	st.MustCreate(t, pod)
-	// The test plays the kubelet too: the pod runs and is ready (a pending
-	// pod is evicted whatever its budget says).
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
-		{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}}
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	// The sim plays the kubelet: the pod runs and is ready (a pending pod
+	// is evicted whatever its budget says).
+	stack.WaitFor(t, time.Minute, "the guarded pod running and ready", func() *corev1.Pod {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}, func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return p.Status.Phase == corev1.PodRunning
+			}
+		}
+		return false
+	}, func(p *corev1.Pod) string { return string(p.Status.Phase) })
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "guarded"},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
