@@ -194,3 +194,14 @@ const (
 	// until it is corrected.
 	ReasonInvalidMaintenanceSettings = "InvalidMaintenanceSettings"
 )
+
+// AnnotationDrainHalted records a rollout halted by a drain (the pool's
+// spec.management.drain.onTimeout is Halt): "<rollout hash>/<machine>".
+// It holds while the pool's target is that rollout; a change of the
+// pool's configuration supersedes it, and removing it (`kubectl nodepool
+// rollout resume`) resumes the rollout.
+const AnnotationDrainHalted = "nodepool.dev/drain-halted"
+
+// ReasonDrainHalted: a node did not drain within
+// spec.management.drain.timeout and onTimeout is Halt (RolloutHealthy).
+const ReasonDrainHalted = "DrainHalted"

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -45,6 +47,7 @@ const (
 )
 
 // NodePoolSpec is the owner's intent for a pool of worker machines.
+// +kubebuilder:validation:XValidation:rule="!(has(self.nodeDrainTimeout) && has(self.management) && has(self.management.drain))",message="spec.nodeDrainTimeout and spec.management.drain are exclusive: spec.nodeDrainTimeout is spec.management.drain with onTimeout Force and that timeout; set one of them"
 // +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && has(self.autoScaling))",message="spec.replicas and spec.autoScaling are mutually exclusive: set replicas for a fixed size or autoScaling for a range, not both (an autoscaled pool cannot be scaled by hand, kubectl scale included: the cluster autoscaler sizes it within spec.autoScaling; change min and max, or remove spec.autoScaling and set spec.replicas)"
 // +kubebuilder:validation:XValidation:rule="has(self.replicas) || has(self.autoScaling)",message="set spec.replicas (a fixed size) or spec.autoScaling (min and max)"
 type NodePoolSpec struct {
@@ -338,6 +341,58 @@ type Management struct {
 	// never replaces a machine.
 	// +optional
 	Health *Health `json:"health,omitempty"`
+
+	// drain says what happens to a node whose drain does not finish: its
+	// pods cannot be evicted (a PodDisruptionBudget allows no disruption)
+	// or take long to stop. Unset: spec.nodeDrainTimeout applies (Force
+	// after it), or the drain waits for ever. Exclusive with
+	// spec.nodeDrainTimeout. Setting or changing it never replaces a
+	// machine.
+	// +optional
+	Drain *Drain `json:"drain,omitempty"`
+}
+
+// DrainTimeoutPolicy is what happens when a node's drain outlasts
+// spec.management.drain.timeout.
+// +kubebuilder:validation:Enum=Wait;Force;Halt
+type DrainTimeoutPolicy string
+
+const (
+	// DrainWait keeps draining for ever; after the timeout the drain is
+	// reported blocked (event DrainBlocked), naming the pods that hold it.
+	DrainWait DrainTimeoutPolicy = "Wait"
+	// DrainForce proceeds after the timeout: the remaining pods are left
+	// to go with the node (Cluster API's nodeDrainTimeout; InPlace: the
+	// node is updated anyway).
+	DrainForce DrainTimeoutPolicy = "Force"
+	// DrainHalt halts the rollout after the timeout, as a failed health
+	// gate does: the node and its pods are kept, no further machine is
+	// replaced or updated, and the pods that blocked are named, until the
+	// pool changes or the rollout is resumed.
+	DrainHalt DrainTimeoutPolicy = "Halt"
+)
+
+// Bounds of spec.management.drain.timeout.
+const (
+	MinDrainTimeout = 30 * time.Second
+	MaxDrainTimeout = 168 * time.Hour
+)
+
+// Drain is the pool's drain policy.
+// +kubebuilder:validation:XValidation:rule="!has(self.onTimeout) || self.onTimeout == 'Wait' || has(self.timeout)",message="spec.management.drain.timeout is required with onTimeout Force or Halt: how long a node may drain before it is forced or the rollout halts, between 30s and 168h, such as 30m"
+type Drain struct {
+	// onTimeout is Wait (default), Force or Halt.
+	// +optional
+	// +kubebuilder:default=Wait
+	OnTimeout DrainTimeoutPolicy `json:"onTimeout,omitempty"`
+
+	// timeout is how long a node may drain before onTimeout applies
+	// (with Wait: before the drain is reported blocked; default 10m).
+	// Between 30s and 168h (a week).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s') && duration(self) <= duration('168h')",message="spec.management.drain.timeout must be a duration between 30s and 168h (a week), such as 30m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // AutoRepair says when a machine of the pool is unhealthy and how many
@@ -477,6 +532,50 @@ type NodePoolStatus struct {
 	// boots and when this changes by itself.
 	// +optional
 	Rollout *RolloutStanding `json:"rollout,omitempty"`
+	// drains are the pool's nodes being drained now: which node, since
+	// when, and what holds it.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=100
+	Drains []NodeDrainStatus `json:"drains,omitempty"`
+}
+
+// NodeDrainStatus is one node being drained.
+type NodeDrainStatus struct {
+	// node is the Node drained.
+	Node string `json:"node"`
+	// machine is its Machine.
+	Machine string `json:"machine"`
+	// since is when the drain started.
+	Since metav1.Time `json:"since"`
+	// blocked is true once the drain has lasted longer than
+	// spec.management.drain.timeout (10m unless set) and pods are left.
+	// +optional
+	Blocked bool `json:"blocked,omitempty"`
+	// pods are the pods that hold the node, with why (at most 10).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Pods []DrainBlocker `json:"pods,omitempty"`
+	// message is what the drain reports, as Cluster API's Machine Deleting
+	// condition or the last refused eviction says it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+}
+
+// DrainBlocker is one pod that holds a drain.
+type DrainBlocker struct {
+	// pod is namespace/name.
+	Pod string `json:"pod"`
+	// budget is the PodDisruptionBudget that refuses its eviction, when
+	// one does.
+	// +optional
+	Budget string `json:"budget,omitempty"`
+	// reason says why it holds the node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
 }
 
 // PendingManagementChange is one payload component in which the running

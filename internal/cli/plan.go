@@ -72,6 +72,13 @@ type PlanResult struct {
 	// Message says it in a sentence.
 	Message  string   `json:"message"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Drains are the pods that will block or slow the drains of the
+	// rollout, read from the workload cluster (plan_drain.go); DrainBlocks
+	// is true when one blocks; DrainIgnored counts the DaemonSet and
+	// static pods the drains skip.
+	Drains       []PlanDrain `json:"drains,omitempty"`
+	DrainBlocks  bool        `json:"drainBlocks,omitempty"`
+	DrainIgnored int         `json:"drainIgnored,omitempty"`
 }
 
 // PlanComponent is a payload component that changes.
@@ -200,6 +207,11 @@ func (o *Options) plan(ctx context.Context, files []string) error {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("NodePool %s/%s: %s", r.Namespace, r.Pool, r.Message)}
 		}
 	}
+	for _, r := range results {
+		if r.DrainBlocks {
+			return &ExitError{Code: ExitDrainBlocked, Err: fmt.Errorf("NodePool %s/%s: a drain of the rollout is predicted to block", r.Namespace, r.Pool)}
+		}
+	}
 	return nil
 }
 
@@ -268,6 +280,7 @@ func (o *Options) planPool(ctx context.Context, c client.Client, sources client.
 	}
 	r.Warnings = d.Warnings
 	describePlan(&r, d, live, pool)
+	o.predictDrains(ctx, c, pool, &r) // plan_drain.go
 	return r, nil
 }
 

@@ -137,6 +137,7 @@ func printPlan(o *Options, results []PlanResult) error {
 	fmt.Fprintln(o.out())
 	for _, r := range results {
 		fmt.Fprintf(o.out(), "%s/%s: %s\n", r.Namespace, r.Pool, r.Message)
+		printDrains(o.out(), r) // plan_drain.go
 		for _, w := range r.Warnings {
 			fmt.Fprintf(o.ErrOut, "Warning: %s/%s: %s\n", r.Namespace, r.Pool, w)
 		}

@@ -54,6 +54,9 @@ type RolloutStatus struct {
 	// Health is the phase of a health-gated rollout: Canary, Soaking,
 	// Rolling, Halted, RollingBack or RolledBack (status_health.go).
 	Health string `json:"health,omitempty"`
+	// Drains are the nodes being drained and what holds them
+	// (status_drain.go).
+	Drains []nodepoolv1.NodeDrainStatus `json:"drains,omitempty"`
 
 	pausedIndefinitely bool
 	// idle is true when no rollout was in progress.
@@ -213,7 +216,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 			return st
 		}
 	}
-	if healthFailed(&st, pool, d) { // status_health.go
+	if healthFailed(&st, pool, d) || drainFailed(&st, pool) { // status_health.go, status_drain.go
 		return st
 	}
 	switch {
@@ -225,7 +228,8 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 				break
 			}
 		}
-		healthNote(&st, d, now) // status_health.go
+		healthNote(&st, d, now)   // status_health.go
+		drainNote(&st, pool, now) // status_drain.go
 		return st
 	case pausedOrWindowHeld(d.Standing):
 		st.Phase, st.pausedIndefinitely = PhasePaused, d.Pause.Indefinite()

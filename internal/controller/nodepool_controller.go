@@ -285,6 +285,7 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 	observeDrift(pool, rc.in.Now)
 	observeWindow(pool, rc.in.Now) // window_metrics.go
 	observeHealth(pool, *rc.plan)  // metrics_health.go
+	observeDrains(pool, *rc.plan)  // metrics_drain.go
 	if err == nil {
 		observeInPlace(pool, rc.in.InPlace, *rc.plan)
 	}
@@ -314,6 +315,7 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 		st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
 		st.DesiredReplicas = plan.Decision.Replicas
 		st.Maintenance = plan.Maintenance
+		st.Drains = plan.Drains
 		if plan.Maintenance == nil { // maintenance settings removed: so is their condition
 			meta.RemoveStatusCondition(&st.Conditions, nodepoolv1.ConditionMaintenanceWindow)
 		}

@@ -86,6 +86,9 @@ type Decision struct {
 	// the steps, what a new node boots and when this changes by itself.
 	// status.rollout publishes it.
 	Standing Standing
+	// Drain is where the pool's drains stand against its drain policy
+	// (drain.go).
+	Drain *DrainState
 }
 
 // ForcedState is where a forced-rollout request stands.

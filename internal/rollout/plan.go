@@ -49,16 +49,19 @@ func Decide(in Input) Plan {
 	if d.RollbackFrom != nil {
 		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
-	recordShape(in, d, &p) // window_fit.go
+	recordShape(in, d, &p)              // window_fit.go
+	d.Drain = decideDrain(in, d.Target) // drain.go
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
 	planWindow(in, d, &p)
 	planHealth(in, d, &p)
+	planDrain(in, d.Drain, &p) // after the health gate: a drain halt says RolloutHealthy
 	planBootstrapData(in, &p)
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)
 	requeueHealth(in, d, &p)
+	requeueDrain(in, d.Drain, &p) // drain.go
 	p.Decision.Standing = standingOf(in, &p) // standing.go
 	return p
 }

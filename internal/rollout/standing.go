@@ -143,7 +143,7 @@ func standingOf(in Input, p *Plan) Standing {
 	switch {
 	case in.RenderErr != nil:
 		s.Phase, s.Message = PhaseInvalid, d.Reason
-	case health == HealthHalted || health == HealthRolledBack || (d.Forced != nil && d.Forced.State == ForcedHalted):
+	case health == HealthHalted || health == HealthRolledBack || (d.Forced != nil && d.Forced.State == ForcedHalted) || (d.Drain != nil && d.Drain.Halt != nil):
 		s.Phase, s.Message = PhaseHalted, conditionMessage(p, nodepoolv1.ConditionRolloutHealthy, d.Reason)
 	case health == HealthRollingBack:
 		s.Phase, s.Message = PhaseRollingBack, conditionMessage(p, nodepoolv1.ConditionRolloutHealthy, "")

@@ -109,6 +109,15 @@ func TestTheStandingSaysWhereAPoolStands(t *testing.T) {
 				failing(&in, oldUD, newUD)
 				return in
 			}},
+		{name: "a drain blocked past its timeout under onTimeout Halt halts the rollout", phase: PhaseHalted, changing: []string{"Version"}, steps: true,
+			input: func(t *testing.T) Input {
+				w := inputstest.New()
+				w.Pool.Spec.Management.Drain = &nodepoolv1.Drain{OnTimeout: nodepoolv1.DrainHalt, Timeout: &metav1.Duration{Duration: 30 * time.Minute}}
+				in, _, _, _ := halfwayThroughAVersionRollout(t, w)
+				in.Drains = []NodeDrain{{Machine: "a", Node: "a", Since: in.Now.Add(-time.Hour),
+					Pods: []nodepoolv1.DrainBlocker{{Pod: "apps/web-1", Budget: "web", Reason: "its eviction is refused"}}}}
+				return in
+			}},
 		{name: "a failed canary under failurePolicy Rollback rolls back", phase: PhaseRollingBack, steps: true, changing: []string{"Version"},
 			input: func(t *testing.T) Input {
 				w := inputstest.New()

@@ -109,6 +109,7 @@ func (p *Pool) writeStatus(in rollout.Input, plan rollout.Plan) {
 	st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
 	st.DesiredReplicas = plan.Decision.Replicas
 	st.Maintenance = plan.Maintenance
+	st.Drains = plan.Drains
 	if plan.Maintenance == nil {
 		meta.RemoveStatusCondition(&st.Conditions, nodepoolv1.ConditionMaintenanceWindow)
 	}
@@ -199,6 +200,7 @@ func (p *Pool) applyMachineDeployment(t *rollout.MachineDeploymentTarget) {
 	if t == nil {
 		return
 	}
+	md.Paused = t.Paused
 	if t.RolloutAfter != nil {
 		a := *t.RolloutAfter
 		md.RolloutAfter = &a

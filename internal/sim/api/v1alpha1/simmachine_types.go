@@ -59,6 +59,18 @@ type SimMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	FailUpdate string `json:"failUpdate,omitempty"`
+
+	// workloads are the pods the machine's Node runs once registered, so
+	// that drains have something to evict: a comma-separated list of
+	// guarded (a ReplicaSet's pod under the PodDisruptionBudget
+	// sim-guarded, maxUnavailable 0: its eviction is refused until the
+	// budget is changed), bare (a pod no controller owns), slow=<duration>
+	// (a ReplicaSet's pod with that termination grace period), local (a
+	// ReplicaSet's pod with an emptyDir volume) and daemon (a DaemonSet's
+	// pod, which drains skip). Example: "guarded,bare,slow=90s".
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Workloads string `json:"workloads,omitempty"`
 }
 
 // SimMachineInitializationStatus is what Cluster API reads to know the
