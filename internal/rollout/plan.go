@@ -61,7 +61,7 @@ func Decide(in Input) Plan {
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)
 	requeueHealth(in, d, &p)
-	requeueDrain(in, d.Drain, &p) // drain.go
+	requeueDrain(in, d.Drain, &p)            // drain.go
 	p.Decision.Standing = standingOf(in, &p) // standing.go
 	return p
 }
