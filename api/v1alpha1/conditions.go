@@ -103,6 +103,12 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonReadFailed says the pool's objects or inputs could not be read.
 	ReasonReadFailed = "ReadFailed"
+	// ReasonClusterPaused says the pool's Cluster is paused (spec.paused,
+	// which clusterctl move sets while it moves the cluster, or the
+	// cluster.x-k8s.io/paused annotation) or the pool carries that
+	// annotation: the controller writes nothing to the pool's objects
+	// (ReconciliationActive=False) until the pause ends.
+	ReasonClusterPaused = "ClusterPaused"
 	// ReasonOutsideMaintenanceWindow says a gated rollout waits for the
 	// pool's next maintenance window.
 	ReasonOutsideMaintenanceWindow = "OutsideMaintenanceWindow"
@@ -188,3 +194,14 @@ const (
 	// until it is corrected.
 	ReasonInvalidMaintenanceSettings = "InvalidMaintenanceSettings"
 )
+
+// AnnotationDrainHalted records a rollout halted by a drain (the pool's
+// spec.management.drain.onTimeout is Halt): "<rollout hash>/<machine>".
+// It holds while the pool's target is that rollout; a change of the
+// pool's configuration supersedes it, and removing it (`kubectl nodepool
+// rollout resume`) resumes the rollout.
+const AnnotationDrainHalted = "nodepool.dev/drain-halted"
+
+// ReasonDrainHalted: a node did not drain within
+// spec.management.drain.timeout and onTimeout is Halt (RolloutHealthy).
+const ReasonDrainHalted = "DrainHalted"

@@ -42,6 +42,11 @@ const (
 	EventUpdatingNode  = "UpdatingNode"
 	EventNodeUpdated   = "NodeUpdated"
 	EventDrainTimedOut = "DrainTimedOut"
+	// EventDrainBlocked (Warning): a node has drained for
+	// spec.management.drain.timeout (10m unless set) with pods left; the
+	// message names the node, the pods, their PodDisruptionBudget and what
+	// happens now.
+	EventDrainBlocked = "DrainBlocked"
 	// EventNameConflict (Warning): an object of a name the pool uses
 	// belongs to someone else; nothing is written while it lasts.
 	EventNameConflict = ReasonNameConflict

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -45,6 +47,7 @@ const (
 )
 
 // NodePoolSpec is the owner's intent for a pool of worker machines.
+// +kubebuilder:validation:XValidation:rule="!(has(self.nodeDrainTimeout) && has(self.management) && has(self.management.drain))",message="spec.nodeDrainTimeout and spec.management.drain are exclusive: spec.nodeDrainTimeout is spec.management.drain with onTimeout Force and that timeout; set one of them"
 // +kubebuilder:validation:XValidation:rule="!(has(self.replicas) && has(self.autoScaling))",message="spec.replicas and spec.autoScaling are mutually exclusive: set replicas for a fixed size or autoScaling for a range, not both (an autoscaled pool cannot be scaled by hand, kubectl scale included: the cluster autoscaler sizes it within spec.autoScaling; change min and max, or remove spec.autoScaling and set spec.replicas)"
 // +kubebuilder:validation:XValidation:rule="has(self.replicas) || has(self.autoScaling)",message="set spec.replicas (a fixed size) or spec.autoScaling (min and max)"
 type NodePoolSpec struct {
@@ -338,6 +341,58 @@ type Management struct {
 	// never replaces a machine.
 	// +optional
 	Health *Health `json:"health,omitempty"`
+
+	// drain says what happens to a node whose drain does not finish: its
+	// pods cannot be evicted (a PodDisruptionBudget allows no disruption)
+	// or take long to stop. Unset: spec.nodeDrainTimeout applies (Force
+	// after it), or the drain waits for ever. Exclusive with
+	// spec.nodeDrainTimeout. Setting or changing it never replaces a
+	// machine.
+	// +optional
+	Drain *Drain `json:"drain,omitempty"`
+}
+
+// DrainTimeoutPolicy is what happens when a node's drain outlasts
+// spec.management.drain.timeout.
+// +kubebuilder:validation:Enum=Wait;Force;Halt
+type DrainTimeoutPolicy string
+
+const (
+	// DrainWait keeps draining for ever; after the timeout the drain is
+	// reported blocked (event DrainBlocked), naming the pods that hold it.
+	DrainWait DrainTimeoutPolicy = "Wait"
+	// DrainForce proceeds after the timeout: the remaining pods are left
+	// to go with the node (Cluster API's nodeDrainTimeout; InPlace: the
+	// node is updated anyway).
+	DrainForce DrainTimeoutPolicy = "Force"
+	// DrainHalt halts the rollout after the timeout, as a failed health
+	// gate does: the node and its pods are kept, no further machine is
+	// replaced or updated, and the pods that blocked are named, until the
+	// pool changes or the rollout is resumed.
+	DrainHalt DrainTimeoutPolicy = "Halt"
+)
+
+// Bounds of spec.management.drain.timeout.
+const (
+	MinDrainTimeout = 30 * time.Second
+	MaxDrainTimeout = 168 * time.Hour
+)
+
+// Drain is the pool's drain policy.
+// +kubebuilder:validation:XValidation:rule="!has(self.onTimeout) || self.onTimeout == 'Wait' || has(self.timeout)",message="spec.management.drain.timeout is required with onTimeout Force or Halt: how long a node may drain before it is forced or the rollout halts, between 30s and 168h, such as 30m"
+type Drain struct {
+	// onTimeout is Wait (default), Force or Halt.
+	// +optional
+	// +kubebuilder:default=Wait
+	OnTimeout DrainTimeoutPolicy `json:"onTimeout,omitempty"`
+
+	// timeout is how long a node may drain before onTimeout applies
+	// (with Wait: before the drain is reported blocked; default 10m).
+	// Between 30s and 168h (a week).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s') && duration(self) <= duration('168h')",message="spec.management.drain.timeout must be a duration between 30s and 168h (a week), such as 30m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // AutoRepair says when a machine of the pool is unhealthy and how many
@@ -472,6 +527,55 @@ type NodePoolStatus struct {
 	// when spec.management.maintenance is.
 	// +optional
 	Maintenance *MaintenanceStatus `json:"maintenance,omitempty"`
+	// rollout is where the pool's rollout stands: its phase, whether it is
+	// settled, what holds it and until when, its steps, what a new machine
+	// boots and when this changes by itself.
+	// +optional
+	Rollout *RolloutStanding `json:"rollout,omitempty"`
+	// drains are the pool's nodes being drained now: which node, since
+	// when, and what holds it.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=100
+	Drains []NodeDrainStatus `json:"drains,omitempty"`
+}
+
+// NodeDrainStatus is one node being drained.
+type NodeDrainStatus struct {
+	// node is the Node drained.
+	Node string `json:"node"`
+	// machine is its Machine.
+	Machine string `json:"machine"`
+	// since is when the drain started.
+	Since metav1.Time `json:"since"`
+	// blocked is true once the drain has lasted longer than
+	// spec.management.drain.timeout (10m unless set) and pods are left.
+	// +optional
+	Blocked bool `json:"blocked,omitempty"`
+	// pods are the pods that hold the node, with why (at most 10).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Pods []DrainBlocker `json:"pods,omitempty"`
+	// message is what the drain reports, as Cluster API's Machine Deleting
+	// condition or the last refused eviction says it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+}
+
+// DrainBlocker is one pod that holds a drain.
+type DrainBlocker struct {
+	// pod is namespace/name.
+	Pod string `json:"pod"`
+	// budget is the PodDisruptionBudget that refuses its eviction, when
+	// one does.
+	// +optional
+	Budget string `json:"budget,omitempty"`
+	// reason says why it holds the node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
 }
 
 // PendingManagementChange is one payload component in which the running
@@ -516,6 +620,7 @@ type NodePayloadCount struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=np;nps,categories=cluster-api
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`,priority=1
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
@@ -545,4 +650,109 @@ type NodePoolList struct {
 
 func init() {
 	SchemeBuilder.Register(&NodePool{}, &NodePoolList{})
+}
+
+// RolloutPhase is where a pool's rollout stands, in one word.
+// +kubebuilder:validation:Enum=Settled;Scaling;Rolling;Held;Halted;RollingBack;Invalid
+type RolloutPhase string
+
+// Rollout phases, in the order the controller weighs them.
+const (
+	// RolloutPhaseInvalid: the inputs do not render; running machines
+	// keep running and a rollout in progress goes on with what it has.
+	RolloutPhaseInvalid RolloutPhase = "Invalid"
+	// RolloutPhaseHalted: the health gate stopped the rollout (halted, or
+	// rolled back); nothing further is replaced until a resume or an
+	// owner change.
+	RolloutPhaseHalted RolloutPhase = "Halted"
+	// RolloutPhaseRollingBack: the health gate returns the machines to
+	// the previous revision.
+	RolloutPhaseRollingBack RolloutPhase = "RollingBack"
+	// RolloutPhaseRolling: machines are being replaced (or updated in
+	// place), or a rollout starts now.
+	RolloutPhaseRolling RolloutPhase = "Rolling"
+	// RolloutPhaseHeld: a rollout waits; held says what holds it.
+	RolloutPhaseHeld RolloutPhase = "Held"
+	// RolloutPhaseScaling: nothing rolls, but not every machine is up to
+	// date and ready at the wanted count.
+	RolloutPhaseScaling RolloutPhase = "Scaling"
+	// RolloutPhaseSettled: every machine runs the current rollout and is
+	// ready, and nothing waits.
+	RolloutPhaseSettled RolloutPhase = "Settled"
+)
+
+// RolloutStanding is where the pool's rollout stands, as the controller
+// decided in its last reconcile (status.rollout). Tools read it instead of
+// working it out from the other fields.
+type RolloutStanding struct {
+	// phase is where the rollout stands: Settled, Scaling, Rolling, Held,
+	// Halted, RollingBack or Invalid.
+	Phase RolloutPhase `json:"phase"`
+	// settled is true when nothing rolls and every machine is up to date
+	// and ready at the wanted count. A held rollout leaves a pool settled:
+	// its machines stand still.
+	// +optional
+	Settled bool `json:"settled"`
+	// message says what the phase does or waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// held is the rollout that waits, if one does.
+	// +optional
+	Held *RolloutHold `json:"held,omitempty"`
+	// steps are the steps of the rollout that rolls or waits, when they
+	// can be told (not for an OnDelete pool).
+	// +optional
+	Steps *RolloutSteps `json:"steps,omitempty"`
+	// changing is what the rollout that rolls or waits changes: Config,
+	// Version or Forced.
+	// +optional
+	// +listType=atomic
+	Changing []string `json:"changing,omitempty"`
+	// boots is the hash of the payload a new or replacement machine boots.
+	// +optional
+	Boots string `json:"boots,omitempty"`
+	// next is the next time the rollout's standing changes by itself.
+	// +optional
+	Next *RolloutNextChange `json:"next,omitempty"`
+}
+
+// RolloutHold is a rollout that waits.
+type RolloutHold struct {
+	// by is what holds it: Pause (spec.management.pausedUntil, which
+	// outranks a maintenance window), MaintenanceWindow, Schedule (a forced
+	// rollout set for later), HealthGate (a halted rollout holds a forced
+	// rollout) or MissingUserData.
+	By string `json:"by"`
+	// until is when it may start; unset when a person must act, or no
+	// window opens within five years.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+	// message says what waits and until when.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// RolloutSteps are what a rollout does.
+type RolloutSteps struct {
+	// machines is how many machines it replaces (or updates in place).
+	Machines int32 `json:"machines"`
+	// rounds is in how many rounds of at most maxSurge+maxUnavailable
+	// machines (InPlace: maxUnavailable nodes), the canary's included.
+	Rounds int32 `json:"rounds"`
+	// canary is how many machines go first under the health gate (0
+	// without spec.management.health).
+	// +optional
+	Canary int32 `json:"canary,omitempty"`
+	// soak is the time the health gate's soaks take in all.
+	// +optional
+	Soak *metav1.Duration `json:"soak,omitempty"`
+}
+
+// RolloutNextChange is when a pool's standing changes by itself.
+type RolloutNextChange struct {
+	// at is when.
+	At metav1.Time `json:"at"`
+	// reason is why: PauseEnds, WindowOpens, ScheduledRollout,
+	// DriftDeadline or SoakEnds.
+	Reason string `json:"reason"`
 }

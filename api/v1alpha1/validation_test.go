@@ -147,6 +147,20 @@ func TestInvalidNodePoolsAreRefusedWithActionableMessages(t *testing.T) {
 		{"nodeDrainTimeout beyond a year", func(p *v1.NodePool) {
 			p.Spec.NodeDrainTimeout = &metav1.Duration{Duration: 600000 * time.Hour}
 		}, "spec.nodeDrainTimeout must be a duration between 0s and 8760h"},
+		{"drain Force without a timeout", func(p *v1.NodePool) { p.Spec.Management.Drain = &v1.Drain{OnTimeout: v1.DrainForce} },
+			"spec.management.drain.timeout is required with onTimeout Force or Halt"},
+		{"drain timeout below 30s", func(p *v1.NodePool) {
+			p.Spec.Management.Drain = &v1.Drain{OnTimeout: v1.DrainHalt, Timeout: &metav1.Duration{Duration: 10 * time.Second}}
+		}, "spec.management.drain.timeout must be a duration between 30s and 168h"},
+		{"drain timeout beyond a week", func(p *v1.NodePool) {
+			p.Spec.Management.Drain = &v1.Drain{Timeout: &metav1.Duration{Duration: 200 * time.Hour}}
+		}, "spec.management.drain.timeout must be a duration between 30s and 168h"},
+		{"drain onTimeout unknown", func(p *v1.NodePool) { p.Spec.Management.Drain = &v1.Drain{OnTimeout: "Evict"} },
+			"spec.management.drain.onTimeout"},
+		{"drain and nodeDrainTimeout both", func(p *v1.NodePool) {
+			p.Spec.NodeDrainTimeout = &metav1.Duration{Duration: time.Minute}
+			p.Spec.Management.Drain = &v1.Drain{OnTimeout: v1.DrainWait}
+		}, "spec.nodeDrainTimeout and spec.management.drain are exclusive"},
 		{"nodeDrainTimeout negative", func(p *v1.NodePool) { p.Spec.NodeDrainTimeout = &metav1.Duration{Duration: -time.Minute} },
 			"spec.nodeDrainTimeout must be a duration between 0s and 8760h"},
 		{"nodeVolumeDetachTimeout beyond a year", func(p *v1.NodePool) {

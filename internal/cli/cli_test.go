@@ -6,11 +6,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/utils/ptr"
 
-	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 )
 
@@ -52,30 +49,6 @@ func TestFragmentLinesRedactSecrets(t *testing.T) {
 	pull := []byte(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/var/lib/kubelet/config.json","mode":420,"contents":{"source":"data:,secret"}}]}}`)
 	if got := strings.Join(fragmentLines(inputs.PullSecret, pull), "\n"); strings.Contains(got, "secret") && !strings.Contains(got, "redacted") {
 		t.Errorf("the pull secret is shown: %s", got)
-	}
-}
-
-func TestStepsFollowMaxSurgeAndMaxUnavailable(t *testing.T) {
-	for _, c := range []struct {
-		surge, unavailable *intstr.IntOrString
-		replicas           int32
-		wantSurge, wantU   int32
-		wantSteps          int32
-	}{
-		{nil, nil, 3, 1, 0, 3},
-		{ptr.To(intstr.FromInt32(2)), nil, 3, 2, 0, 2},
-		{ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(1)), 4, 1, 1, 2},
-		{ptr.To(intstr.FromString("25%")), ptr.To(intstr.FromString("25%")), 10, 3, 2, 2},
-		{ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromString("10%")), 5, 0, 1, 5},
-	} {
-		pool := &nodepoolv1.NodePool{}
-		pool.Spec.Management.Replace.RollingUpdate = nodepoolv1.RollingUpdate{MaxSurge: c.surge, MaxUnavailable: c.unavailable}
-		r := &PlanResult{Rolls: true, Machines: c.replicas}
-		strategy(r, pool, c.replicas)
-		if r.MaxSurge != c.wantSurge || r.MaxUnavailable != c.wantU || steps(r) != c.wantSteps {
-			t.Errorf("%v/%v of %d: surge %d, unavailable %d, %d steps; want %d, %d, %d",
-				c.surge, c.unavailable, c.replicas, r.MaxSurge, r.MaxUnavailable, steps(r), c.wantSurge, c.wantU, c.wantSteps)
-		}
 	}
 }
 

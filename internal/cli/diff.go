@@ -12,7 +12,6 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
-	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // What `diff` compares the running payload with.
@@ -108,25 +107,20 @@ func (o *Options) diff(ctx context.Context, name, against string) (*PayloadDiff,
 	if md == nil {
 		return nil, fmt.Errorf("%s has no machines yet: no node runs a payload", poolRef(pool))
 	}
-	// What the nodes run: the payload pinned for them, else the one their
-	// rollout started with.
-	running := pool.Annotations[nodepoolv1.AnnotationCurrentPayload]
-	if _, ok := in.Payloads[running]; !ok {
-		name := or(md.RunningDataSecretName, md.DataSecretName)
-		running = in.UserData[name].PayloadHash
+	// What the nodes run and what a new node boots are the engine's: the
+	// payload the running user-data's rollout started with, and the one
+	// the target's token serves after the controller's next reconcile.
+	dec := d.Plan.Decision
+	if dec.Running != nil {
+		out.Running = dec.Running.PayloadHash
 	}
-	out.Running = running
-	if ud, ok := in.UserData[md.DataSecretName]; ok {
-		if t, ok := in.Tokens[secrets.TokenSecretName(pool.Name, ud.RolloutHash)]; ok {
-			out.NewNode = t.PayloadHash
-		}
-	}
+	out.NewNode = dec.TokenPayload
 	if in.Latest != nil {
 		out.Latest = in.Latest.Hash
 	} else if in.RenderErr != nil {
 		out.Warnings = append(out.Warnings, "the latest payload cannot be rendered: "+in.RenderErr.Error())
 	}
-	rp, np := in.Payloads[out.Running], in.Payloads[out.NewNode]
+	rp, np := in.Payloads[out.Running], planned(d, out.NewNode)
 	lp := in.Latest
 	if rp == nil {
 		return nil, fmt.Errorf("the payload the nodes of %s run (%s) is not stored any more: nothing to compare with", poolRef(pool), payload.Short(out.Running))
@@ -159,6 +153,19 @@ func (o *Options) diff(ctx context.Context, name, against string) (*PayloadDiff,
 		out.Components = append(out.Components, cd)
 	}
 	return out, nil
+}
+
+// planned is the payload hash, stored or one the plan stores.
+func planned(d *decision, hash string) *payload.Payload {
+	if p, ok := d.In.Payloads[hash]; ok {
+		return p
+	}
+	for _, p := range d.Plan.Payloads {
+		if p.Hash == hash {
+			return p
+		}
+	}
+	return nil
 }
 
 func withNewlines(lines []string) []string {

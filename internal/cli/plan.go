@@ -16,7 +16,6 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
-	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // What a plan predicts for a pool (PlanResult.Rollout).
@@ -73,6 +72,13 @@ type PlanResult struct {
 	// Message says it in a sentence.
 	Message  string   `json:"message"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Drains are the pods that will block or slow the drains of the
+	// rollout, read from the workload cluster (plan_drain.go); DrainBlocks
+	// is true when one blocks; DrainIgnored counts the DaemonSet and
+	// static pods the drains skip.
+	Drains       []PlanDrain `json:"drains,omitempty"`
+	DrainBlocks  bool        `json:"drainBlocks,omitempty"`
+	DrainIgnored int         `json:"drainIgnored,omitempty"`
 }
 
 // PlanComponent is a payload component that changes.
@@ -201,6 +207,11 @@ func (o *Options) plan(ctx context.Context, files []string) error {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("NodePool %s/%s: %s", r.Namespace, r.Pool, r.Message)}
 		}
 	}
+	for _, r := range results {
+		if r.DrainBlocks {
+			return &ExitError{Code: ExitDrainBlocked, Err: fmt.Errorf("NodePool %s/%s: a drain of the rollout is predicted to block", r.Namespace, r.Pool)}
+		}
+	}
 	return nil
 }
 
@@ -269,6 +280,7 @@ func (o *Options) planPool(ctx context.Context, c client.Client, sources client.
 	}
 	r.Warnings = d.Warnings
 	describePlan(&r, d, live, pool)
+	o.predictDrains(ctx, c, pool, &r) // plan_drain.go
 	return r, nil
 }
 
@@ -321,7 +333,7 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 	if in.Latest != nil {
 		r.PayloadHash = in.Latest.Hash
 	}
-	strategy(r, pool, dec.Replicas)
+	r.Strategy, r.MaxSurge, r.MaxUnavailable = dec.Strategy.Name, dec.Strategy.MaxSurge, dec.Strategy.MaxUnavailable
 	r.Initiator = string(dec.Initiator)
 	r.Machines = dec.Machines
 	switch dec.Action {
@@ -330,7 +342,7 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 		r.Message = "the pool's inputs would be invalid, so nothing changes on the nodes and scale-up keeps booting the payload the pool serves: " + in.RenderErr.Error()
 		return
 	case rollout.ActionCreate:
-		r.Rollout, r.Rolls, r.Steps = PlanCreate, true, 1
+		r.Rollout, r.Rolls, r.Steps = PlanCreate, true, dec.Rounds()
 		r.Message = fmt.Sprintf("a new pool: %d machines are created, booting payload %s", r.Machines, payload.Short(r.PayloadHash))
 		return
 	case rollout.ActionStart, rollout.ActionForce:
@@ -356,10 +368,10 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 			r.PendingDrift = append(r.PendingDrift, row.Component)
 		}
 	}
-	r.Steps = steps(r)
-	windowPlan(r, dec)                // window.go
-	planHealth(r, pool, dec.Replicas) // plan_health.go
-	r.Message = planMessage(r, engineCondition(plan, dec.Action), pool)
+	r.Steps = dec.Rounds()
+	windowPlan(r, dec) // window.go
+	planHealth(r, dec) // plan_health.go
+	r.Message = planMessage(r, heldMessage(dec), pool)
 }
 
 // changedComponents are the components in which what the machines would
@@ -388,36 +400,6 @@ func changedComponents(d *decision) []PlanComponent {
 		out = append(out, pc)
 	}
 	return out
-}
-
-// strategyInPlace names the strategy of InPlace pools in a plan.
-const strategyInPlace = "InPlace"
-
-// strategy fills how machines are replaced: maxSurge and maxUnavailable
-// resolved against the desired count by Cluster API's own rule
-// (poolmath.Fenceposts), or an InPlace pool's maxUnavailable.
-func strategy(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
-	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
-		r.Strategy, r.MaxUnavailable = strategyInPlace, poolmath.InPlaceMaxUnavailable(pool.Spec.Management.InPlace.MaxUnavailable, desired)
-		return
-	}
-	rs := pool.Spec.Management.Replace
-	r.Strategy = string(or(string(rs.Strategy), string(nodepoolv1.ReplaceStrategyRollingUpdate)))
-	if r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
-		return
-	}
-	s, u, err := poolmath.Fenceposts(rs.RollingUpdate.MaxSurge, rs.RollingUpdate.MaxUnavailable, desired)
-	if err != nil {
-		return
-	}
-	r.MaxSurge, r.MaxUnavailable = s, u
-}
-
-func steps(r *PlanResult) int32 {
-	if !r.Rolls || (r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) && r.Strategy != strategyInPlace) {
-		return 0
-	}
-	return poolmath.Steps(r.Machines, r.MaxSurge, r.MaxUnavailable)
 }
 
 // Predict is what `plan` says for a pool, given the engine's input and

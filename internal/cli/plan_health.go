@@ -5,7 +5,7 @@ import (
 	"time"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/rollout/poolmath"
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // PlanHealth is how a health-gated rollout would go: the canary, the
@@ -32,20 +32,17 @@ type jsonDuration string
 
 func durationOf(d time.Duration) jsonDuration { return jsonDuration(d.String()) }
 
-// planHealth predicts the health gate of a Replace RollingUpdate that
-// rolls (nil otherwise): the engine's canary and soak arithmetic
-// (poolmath.Health, poolmath.MinRolloutDuration).
-func planHealth(r *PlanResult, pool *nodepoolv1.NodePool, desired int32) {
-	if !r.Rolls || r.Rollout == PlanCreate || r.Strategy != string(nodepoolv1.ReplaceStrategyRollingUpdate) {
+// planHealth words how the health gate takes the rollout (nil when it
+// does not gate it): the engine's canary, rounds and soaks
+// (rollout.Decision.Gated).
+func planHealth(r *PlanResult, d rollout.Decision) {
+	g := d.Gated()
+	if g == nil {
 		return
 	}
-	s := poolmath.Health(pool.Spec.Management.Health, desired)
-	if s == nil {
-		return
-	}
-	c, l, total := poolmath.MinRolloutDuration(*s, r.Machines, r.MaxSurge, r.MaxUnavailable)
-	r.Health = &PlanHealth{Canary: min(s.Canary, r.Machines), CanaryRounds: c, LaterRounds: l, CanarySoak: durationOf(s.CanarySoak), Soak: durationOf(s.Soak),
-		ProgressDeadline: durationOf(s.ProgressDeadline), MinDuration: durationOf(total), FailurePolicy: string(s.Policy)}
+	s := g.Settings
+	r.Health = &PlanHealth{Canary: g.Canary, CanaryRounds: g.CanaryRounds, LaterRounds: g.LaterRounds, CanarySoak: durationOf(s.CanarySoak), Soak: durationOf(s.Soak),
+		ProgressDeadline: durationOf(s.ProgressDeadline), MinDuration: durationOf(g.MinDuration), FailurePolicy: string(s.Policy)}
 }
 
 // healthSentence words the prediction.

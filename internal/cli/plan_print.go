@@ -10,6 +10,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // inPlaceChanges lists what changes without replacing a machine.
@@ -67,7 +68,7 @@ func planMessage(r *PlanResult, waits string, pool *nodepoolv1.NodePool) string 
 	var parts []string
 	how := fmt.Sprintf("%d machines replaced in %d steps (RollingUpdate, maxSurge %d, maxUnavailable %d)", r.Machines, r.Steps, r.MaxSurge, r.MaxUnavailable)
 	switch r.Strategy {
-	case strategyInPlace:
+	case rollout.StrategyInPlace:
 		how = fmt.Sprintf("%d machines updated in place in %d steps (maxUnavailable %d: each node cordoned, drained, updated, uncordoned)", r.Machines, r.Steps, r.MaxUnavailable)
 	case string(nodepoolv1.ReplaceStrategyRollingUpdate):
 	default:
@@ -136,6 +137,7 @@ func printPlan(o *Options, results []PlanResult) error {
 	fmt.Fprintln(o.out())
 	for _, r := range results {
 		fmt.Fprintf(o.out(), "%s/%s: %s\n", r.Namespace, r.Pool, r.Message)
+		printDrains(o.out(), r) // plan_drain.go
 		for _, w := range r.Warnings {
 			fmt.Fprintf(o.ErrOut, "Warning: %s/%s: %s\n", r.Namespace, r.Pool, w)
 		}

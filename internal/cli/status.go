@@ -19,7 +19,7 @@ const (
 	PhasePending    = "Pending"    // the controller has not seen the latest spec yet
 	PhaseStarting   = "Starting"   // a forced rollout was requested and has not started yet
 	PhaseRollingOut = "RollingOut" // machines are being replaced
-	PhasePaused     = "Paused"     // a rollout is held by spec.management.pausedUntil
+	PhasePaused     = "Paused"     // a rollout is held by spec.management.pausedUntil, or the pool's Cluster is paused
 	PhaseScaling    = "Scaling"    // no rollout, but not every machine is up and ready
 	PhaseComplete   = "Complete"   // every machine runs the current rollout and is ready
 	PhaseFailed     = "Failed"     // the rollout cannot proceed: the reason says why
@@ -54,6 +54,9 @@ type RolloutStatus struct {
 	// Health is the phase of a health-gated rollout: Canary, Soaking,
 	// Rolling, Halted, RollingBack or RolledBack (status_health.go).
 	Health string `json:"health,omitempty"`
+	// Drains are the nodes being drained and what holds them
+	// (status_drain.go).
+	Drains []nodepoolv1.NodeDrainStatus `json:"drains,omitempty"`
 
 	pausedIndefinitely bool
 	// idle is true when no rollout was in progress.
@@ -76,7 +79,9 @@ and the phase) each time it changes.
 
 Phases: Pending (the controller has not seen the latest spec yet), Starting (a
 forced rollout was requested and has not started yet), RollingOut, Paused
-(spec.management.pausedUntil or a maintenance window holds the rollout),
+(spec.management.pausedUntil or a maintenance window holds the rollout, or
+the pool's Cluster is paused — clusterctl move pauses it while it moves
+the cluster — and the controller writes nothing to the pool),
 Scaling, Complete, Failed.
 
 Exit status: 0 when the rollout is complete (or at once with --watch=false);
@@ -190,6 +195,12 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 		st.Phase, st.Message = PhaseFailed, c.Message
 		return st
 	}
+	if c, f := isFalse(nodepoolv1.ConditionReconciliationActive); f && c.Reason == nodepoolv1.ReasonClusterPaused {
+		// clusterctl move, or Cluster API's pause: the controller writes
+		// nothing, so nothing the engine would do now happens.
+		st.Phase, st.Message = PhasePaused, c.Message
+		return st
+	}
 	if !pool.DeletionTimestamp.IsZero() {
 		st.Phase, st.Message = PhaseFailed, "the pool is being deleted"
 		return st
@@ -205,7 +216,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 			return st
 		}
 	}
-	if healthFailed(&st, pool, d) { // status_health.go
+	if healthFailed(&st, pool, d) || drainFailed(&st, pool) { // status_health.go, status_drain.go
 		return st
 	}
 	switch {
@@ -217,18 +228,19 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 				break
 			}
 		}
-		healthNote(&st, d, now) // status_health.go
+		healthNote(&st, d, now)   // status_health.go
+		drainNote(&st, pool, now) // status_drain.go
 		return st
-	case d.Action == rollout.ActionDefer:
+	case pausedOrWindowHeld(d.Standing):
 		st.Phase, st.pausedIndefinitely = PhasePaused, d.Pause.Indefinite()
-		st.Message = engineCondition(plan, rollout.ActionDefer)
+		st.Message = d.Standing.Hold.Message
 		return st
 	case startsNow(d, now):
 		st.Phase = PhaseStarting
 		st.Message = fmt.Sprintf("waiting for the controller to start the %s", describeDecision(d))
 		return st
 	}
-	if st.Replicas != st.Desired || st.Ready < st.Desired || st.UpToDate < st.Desired {
+	if !settled(pool, d.Standing) {
 		st.Phase = PhaseScaling
 		st.Message = fmt.Sprintf("waiting for %d machines up to date and ready", st.Desired)
 		if c := cond(nodepoolv1.ConditionAllMachinesReady); c != nil && c.Status != metav1.ConditionTrue {
@@ -237,10 +249,26 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 		return st
 	}
 	st.Phase = PhaseComplete
-	if d.Action == rollout.ActionSchedule {
-		st.Note = engineCondition(plan, rollout.ActionSchedule)
+	if h := d.Standing.Hold; h != nil && h.By == rollout.HeldBySchedule {
+		st.Note = h.Message
 	}
 	return st
+}
+
+// pausedOrWindowHeld reports a rollout the pause or a maintenance window
+// holds (the engine's standing says which: a pause outranks a window).
+func pausedOrWindowHeld(s rollout.Standing) bool {
+	return s.Hold != nil && (s.Hold.By == rollout.HeldByPause || s.Hold.By == rollout.HeldByMaintenanceWindow)
+}
+
+// settled is whether the pool is settled, as the controller published it
+// (status.rollout.settled), or as the engine says now for a pool whose
+// status does not carry it yet.
+func settled(pool *nodepoolv1.NodePool, now rollout.Standing) bool {
+	if r := pool.Status.Rollout; r != nil {
+		return r.Settled
+	}
+	return now.Settled
 }
 
 // startsNow reports a rollout the engine starts now and the controller has
@@ -283,20 +311,12 @@ func describeDecision(d rollout.Decision) string {
 	return "rollout of the spec change"
 }
 
-// engineCondition is the message the engine writes on the updating
-// conditions for a deferred or scheduled rollout.
-func engineCondition(p rollout.Plan, a rollout.Action) string {
-	if h := windowHeld(p.Decision); h != nil && a == rollout.ActionDefer {
-		return h.Message // window.go
-	}
-	want := nodepoolv1.ReasonPaused
-	if a == rollout.ActionSchedule {
-		want = nodepoolv1.ReasonRolloutScheduled
-	}
-	for _, c := range p.Conditions {
-		if (c.Type == nodepoolv1.ConditionUpdatingConfig || c.Type == nodepoolv1.ConditionUpdatingVersion) && c.Reason == want {
-			return c.Message
-		}
+// heldMessage is what the engine says holds the decision's rollout: the
+// pause, a maintenance window or its schedule ("" when none of them
+// does).
+func heldMessage(d rollout.Decision) string {
+	if h := d.Standing.Hold; h != nil && (pausedOrWindowHeld(d.Standing) || h.By == rollout.HeldBySchedule) {
+		return h.Message
 	}
 	return ""
 }

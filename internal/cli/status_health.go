@@ -18,15 +18,15 @@ import (
 // condition the controller wrote. It reports whether it did.
 func healthFailed(st *RolloutStatus, pool *nodepoolv1.NodePool, d rollout.Decision) bool {
 	c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy)
-	if c == nil || c.Status != metav1.ConditionFalse || pool.Spec.Management.Health == nil {
+	phase := rollout.HealthPhaseOf(c) // the engine's reading of its condition
+	if phase == rollout.HealthIdle || pool.Spec.Management.Health == nil {
 		return false
 	}
-	st.Health = string(rollout.HealthHalted)
-	if d.Health != nil && d.Health.Phase != rollout.HealthIdle {
+	st.Health = string(phase)
+	if d.Health != nil && d.Health.Phase != rollout.HealthIdle && phase != rollout.HealthRollingBack {
 		st.Health = string(d.Health.Phase)
 	}
-	if c.Reason == nodepoolv1.ReasonRollingBack {
-		st.Health = string(rollout.HealthRollingBack)
+	if phase == rollout.HealthRollingBack {
 		return false // rolling back is a rollout in progress
 	}
 	st.Phase, st.Message = PhaseFailed, fmt.Sprintf("%s (%s): %s", nodepoolv1.ConditionRolloutHealthy, c.Reason, c.Message)

@@ -54,15 +54,6 @@ func (f *outsideWindowsFlags) set(p *nodepoolv1.NodePool, at time.Time) {
 	p.Annotations[nodepoolv1.AnnotationOutsideWindowsReason] = f.reason
 }
 
-// windowHeld is the hold of a rollout that waits for a maintenance window
-// (nil when none, or when the pause holds it first).
-func windowHeld(d rollout.Decision) *rollout.WindowHold {
-	if d.Window == nil || d.Window.Hold == nil || d.Pause.Paused {
-		return nil
-	}
-	return d.Window.Hold
-}
-
 // windowPlan says in a plan when a rollout held by the maintenance
 // windows rolls, and whether one fits its window.
 func windowPlan(r *PlanResult, d rollout.Decision) {
@@ -70,7 +61,7 @@ func windowPlan(r *PlanResult, d rollout.Decision) {
 		return
 	}
 	r.Window = d.Window.Fit
-	if h := windowHeld(d); h != nil {
+	if h := d.WindowHeld(); h != nil {
 		if until := h.Until(); !until.IsZero() {
 			r.RollsAt = &until
 		}
@@ -94,7 +85,7 @@ func windowStatus(st *RolloutStatus, d rollout.Decision) {
 	if !d.Window.DriftDeadline.IsZero() {
 		st.DriftDeadline = timePtr(d.Window.DriftDeadline)
 	}
-	if h := windowHeld(d); h != nil {
+	if h := d.WindowHeld(); h != nil {
 		st.heldByWindow = h.Message
 		if until := h.Until(); !until.IsZero() {
 			st.RollsAt = &until
@@ -181,8 +172,8 @@ func sayWhenItRolls(w io.Writer, pool *nodepoolv1.NodePool, d rollout.Decision, 
 	case d.Pause.Paused:
 	case d.Action == rollout.ActionInvalid || d.Action == rollout.ActionHold:
 		fmt.Fprintf(w, "Warning: %s rolls nothing while the controller holds the pool: %s\n", ref, d.Reason)
-	case windowHeld(d) != nil:
-		h := windowHeld(d)
+	case d.WindowHeld() != nil:
+		h := d.WindowHeld()
 		if until := h.Until(); h.Reason == nodepoolv1.ReasonOutsideMaintenanceWindow && !until.IsZero() {
 			fmt.Fprintf(w, "Warning: %s rolls in its next maintenance window, at %s%s\n", ref, until.UTC().Format(time.RFC3339), emergency)
 			return

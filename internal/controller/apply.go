@@ -90,7 +90,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	if err := r.applyGates(ctx, w, plan.Gates); err != nil { // readinessgate.go
 		return err
 	}
-	if err := r.applyHealthCheck(ctx, pool); err != nil {
+	if err := r.applyHealthCheck(ctx, pool, plan.Decision.Pause.Paused); err != nil {
 		return err
 	}
 	for _, a := range plan.UserData {

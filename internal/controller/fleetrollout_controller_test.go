@@ -31,6 +31,7 @@ func TestTheFleetControllerKeepsEachPoolsStateOnThePool(t *testing.T) {
 	for _, ns := range []string{"a", "b", "c"} {
 		p := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers", Generation: 1}}
 		p.Status = nodepoolv1.NodePoolStatus{ObservedGeneration: 1, Replicas: 2, DesiredReplicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2,
+			Rollout:                  &nodepoolv1.RolloutStanding{Phase: nodepoolv1.RolloutPhaseSettled, Settled: true},
 			PendingManagementChanges: []nodepoolv1.PendingManagementChange{{Component: "apiserver-proxy"}}}
 		objs = append(objs, p)
 	}

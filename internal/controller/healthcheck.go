@@ -19,7 +19,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // The defaults of spec.management.autoRepair.
@@ -89,9 +88,10 @@ func desiredHealthCheck(mhc *clusterv1.MachineHealthCheck, pool *nodepoolv1.Node
 }
 
 // applyHealthCheck creates, updates or deletes the pool's
-// MachineHealthCheck as spec.management.autoRepair says. Only one the pool
-// owns is ever changed or deleted.
-func (r *Reconciler) applyHealthCheck(ctx context.Context, pool *nodepoolv1.NodePool) error {
+// MachineHealthCheck as spec.management.autoRepair says, paused while the
+// engine says the pool is (Decision.Pause). Only one the pool owns is ever
+// changed or deleted.
+func (r *Reconciler) applyHealthCheck(ctx context.Context, pool *nodepoolv1.NodePool, paused bool) error {
 	current := &clusterv1.MachineHealthCheck{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: pool.Namespace, Name: pool.Name}, current)
 	switch {
@@ -114,7 +114,6 @@ func (r *Reconciler) applyHealthCheck(ctx context.Context, pool *nodepoolv1.Node
 		}
 		return nil
 	}
-	paused := poolmath.PauseAt(pool, r.now()).Paused
 	if current == nil {
 		mhc := &clusterv1.MachineHealthCheck{}
 		desiredHealthCheck(mhc, pool, paused)

@@ -23,6 +23,10 @@ import (
 // bounds, strategy and the deletion timeouts follow the spec in place
 // (the rolling update's limits are target's while it sets them: a
 // health gate's canary on trial).
+// pausedByDrainHalt is the value of the paused annotation the controller
+// sets while a drain halts the rollout: it removes only its own.
+const pausedByDrainHalt = "nodepool.dev/drain-halted"
+
 func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
 	labels := map[string]string{
 		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
@@ -40,6 +44,11 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 		md.Annotations = map[string]string{}
 	}
 	md.Spec.ClusterName = pool.Spec.ClusterName
+	if target != nil && target.Paused {
+		md.Annotations[clusterv1.PausedAnnotation] = pausedByDrainHalt
+	} else if target != nil && md.Annotations[clusterv1.PausedAnnotation] == pausedByDrainHalt {
+		delete(md.Annotations, clusterv1.PausedAnnotation)
+	}
 
 	md.Spec.Replicas = desiredReplicas(md.Annotations, md.Spec.Replicas, pool)
 
@@ -130,7 +139,13 @@ func timeoutSeconds(d *metav1.Duration) *int32 {
 // infrastructure template clone.
 func desiredMachineSpec(spec *clusterv1.MachineSpec, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
 	spec.ClusterName = pool.Spec.ClusterName
-	spec.Deletion.NodeDrainTimeoutSeconds = timeoutSeconds(pool.Spec.NodeDrainTimeout)
+	// Cluster API forces a drain after nodeDrainTimeout: set only with
+	// the drain policy Force (spec.management.drain or spec.nodeDrainTimeout).
+	if force := poolmath.Drain(pool).ForceAfter(); force > 0 {
+		spec.Deletion.NodeDrainTimeoutSeconds = timeoutSeconds(&metav1.Duration{Duration: force})
+	} else {
+		spec.Deletion.NodeDrainTimeoutSeconds = nil
+	}
 	spec.Deletion.NodeVolumeDetachTimeoutSeconds = timeoutSeconds(pool.Spec.NodeVolumeDetachTimeout)
 	if target == nil {
 		return

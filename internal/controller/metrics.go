@@ -70,7 +70,7 @@ func forgetPool(pool *nodepoolv1.NodePool) {
 	}{rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, healthFailures} {
 		v.DeletePartialMatch(labels)
 	}
-	for _, v := range []*poolGaugeVec{pendingDrift, driftAge, nodesUpdating, nextWindow, driftDeadline, healthPhase, lastReconcile} {
+	for _, v := range []*poolGaugeVec{pendingDrift, driftAge, nodesUpdating, nextWindow, driftDeadline, healthPhase, lastReconcile, drainingNodes, drainBlockedNodes} {
 		v.reset(pool.Namespace, pool.Name)
 	}
 }

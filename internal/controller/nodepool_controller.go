@@ -71,6 +71,9 @@ type Reconciler struct {
 	pointers atomic.Pointer[userdata.Renderer]
 	// mirrors is what is known of the pools' mirrors (mirror.go).
 	mirrors mirrors
+	// archived remembers, by pool UID, the versions of the records and of
+	// the history archive last found equal (history_archive.go).
+	archived sync.Map
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
@@ -78,7 +81,8 @@ type Reconciler struct {
 // cluster Nodes and Secrets are read and written with the credentials of the
 // <cluster>-kubeconfig Secret (ClusterCache), not with this role, which has
 // nothing on Nodes. NodePools are updated only to add or remove the
-// finalizer; status is patched. Secrets and ConfigMaps are read in every
+// finalizer, and patched for their annotations and their Cluster owner
+// reference (pause.go); status is patched. Secrets and ConfigMaps are read in every
 // namespace: pools reference pull secrets and user configs in their own.
 //
 // +kubebuilder:rbac:groups=nodepool.dev,resources=nodepools,verbs=get;list;watch;update;patch
@@ -114,7 +118,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = logr.NewContext(ctx, r.log(pool))
+	cluster, err := r.clusterOf(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if why := pausedBy(cluster, pool); why != "" {
+		return r.reconcilePaused(ctx, pool, why) // pause.go: nothing written but the condition
+	}
 	if !pool.DeletionTimestamp.IsZero() {
+		if moved, err := r.deletedForMove(ctx, pool); moved || err != nil {
+			return ctrl.Result{}, err
+		}
 		return r.reconcileDelete(ctx, pool)
 	}
 	if controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
@@ -123,6 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	rc := &poolReconcile{pool: pool, before: pool.DeepCopy()}
+	ownByCluster(pool, cluster) // pause.go: in the Cluster's hierarchy, which clusterctl move carries
 	defer func() {
 		defer func() { observeReconciled(pool, r.now()) }() // reconcile_metrics.go: when it ended
 		if errors.Is(retErr, errStalePool) {
@@ -151,11 +166,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		stage string
 		run   func(context.Context, *poolReconcile) error
 	}{
+		{stageHistory, r.restoreHistory}, // history_archive.go: a moved pool's records
 		{stageRead, r.gather},
 		{stageRead, r.observePool},
 		{stageDecide, r.decide},
 		{stageHistory, r.record},
 		{stageApply, r.applyPlan},
+		{stageHistory, r.archiveHistory},
 	} {
 		if err := phase.run(ctx, rc); err != nil {
 			rc.stage = phase.stage
@@ -280,6 +297,7 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 	observeDrift(pool, rc.in.Now)
 	observeWindow(pool, rc.in.Now) // window_metrics.go
 	observeHealth(pool, *rc.plan)  // metrics_health.go
+	observeDrains(pool, *rc.plan)  // metrics_drain.go
 	if err == nil {
 		observeInPlace(pool, rc.in.InPlace, *rc.plan)
 	}
@@ -309,12 +327,14 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 		st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
 		st.DesiredReplicas = plan.Decision.Replicas
 		st.Maintenance = plan.Maintenance
+		st.Drains = plan.Drains
 		if plan.Maintenance == nil { // maintenance settings removed: so is their condition
 			meta.RemoveStatusCondition(&st.Conditions, nodepoolv1.ConditionMaintenanceWindow)
 		}
 		if md := rc.in.MachineDeployment; md != nil {
 			st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 		}
+		st.Rollout = plan.Decision.Standing.Published() // where the pool stands: internal/rollout/standing.go
 		conditions = append(plan.Conditions, active)
 	}
 	for _, c := range conditions {
@@ -349,7 +369,7 @@ func (r *Reconciler) patchPool(ctx context.Context, before, after *nodepoolv1.No
 // owned Secrets and templates.
 func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodePool) (ctrl.Result, error) {
 	// The health check goes first: it must not repair machines being deleted.
-	if err := r.applyHealthCheck(ctx, pool); err != nil {
+	if err := r.applyHealthCheck(ctx, pool, false); err != nil { // deleted, whatever the pause
 		return ctrl.Result{}, err
 	}
 	// Both kinds are looked for: a pool's upgradeType is immutable, but a
@@ -393,6 +413,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	}
 	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
+		r.archived.Delete(pool.UID)
 		return ctrl.Result{}, r.Client.Update(ctx, pool)
 	}
 	return ctrl.Result{}, nil
@@ -419,8 +440,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
 		WatchesMetadata(configMapMetadata(), handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
-		// Only spec changes: a Cluster's status changes with every machine of it.
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Only spec and annotation changes: a Cluster's status changes with
+		// every machine of it. Annotations: Cluster API's paused annotation (pause.go).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfCluster), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Build(r)
 	if err != nil {
 		return err

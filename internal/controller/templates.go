@@ -94,8 +94,14 @@ func setTemplateSource(clone *unstructured.Unstructured, t inputs.TemplateInput)
 // recordTemplateSource adds the source record to a clone made before
 // clones carried one. The clone is the current inputs' (its name is
 // their spec's hash), so the spec read now is the one it was made from.
+//
+// A clone whose record names another template UID was made from a
+// template since replaced by one of the same content and name: clusterctl
+// move creates every object anew (a new UID, generation 1). The record
+// moves to the template as it is now, so what a provider upgrade changes
+// in it later is pinned again, as before the move.
 func (r *Reconciler) recordTemplateSource(ctx context.Context, clone *unstructured.Unstructured, t inputs.TemplateInput) error {
-	if _, ok := clone.GetLabels()[nodepoolv1.LabelTemplateSourceUID]; ok || t.UID == "" || t.Generation == 0 {
+	if uid, ok := clone.GetLabels()[nodepoolv1.LabelTemplateSourceUID]; (ok && uid == string(t.UID)) || t.UID == "" || t.Generation == 0 {
 		return nil
 	}
 	before := clone.DeepCopy()

@@ -31,8 +31,9 @@ type Pool struct {
 	Unhealthy *Condition
 	// Ready is the pool's Ready condition.
 	Ready bool
-	// Settled: the controller saw the latest spec, nothing is rolling,
-	// every machine is up to date and ready.
+	// Settled: the controller saw the latest spec and its standing says
+	// the pool is settled (status.rollout.settled: nothing is rolling,
+	// every machine is up to date and ready).
 	Settled bool
 	// Replicas is how many machines the pool has.
 	Replicas int32

@@ -20,7 +20,6 @@ func Observe(pool *nodepoolv1.NodePool, now time.Time) Pool {
 		}
 		return nil
 	}
-	desired := st.DesiredReplicas
 	at, outside := pool.Annotations[nodepoolv1.AnnotationApplyPending], ""
 	if at != "" && pool.Annotations[nodepoolv1.AnnotationOutsideWindowsAt] == at {
 		outside = pool.Annotations[nodepoolv1.AnnotationOutsideWindowsReason]
@@ -33,8 +32,10 @@ func Observe(pool *nodepoolv1.NodePool, now time.Time) Pool {
 		Held:      falseCond(nodepoolv1.ConditionMaintenanceWindow),
 		Unhealthy: falseCond(nodepoolv1.ConditionRolloutHealthy),
 		Ready:     meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady),
-		Settled: st.ObservedGeneration == pool.Generation && st.Updating == "" &&
-			st.Replicas == desired && st.UpdatedReplicas == desired && st.ReadyReplicas == desired,
+		// The engine's standing says whether the pool is settled
+		// (status.rollout, internal/rollout/standing.go), for the
+		// generation the controller saw.
+		Settled:       st.ObservedGeneration == pool.Generation && st.Rollout != nil && st.Rollout.Settled,
 		Replicas:      st.Replicas,
 		Fleet:         pool.Annotations[nodepoolv1.AnnotationFleetRollout],
 		At:            at,

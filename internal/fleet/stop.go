@@ -41,7 +41,14 @@ func (d *decider) stopReason() string {
 			failed = append(failed, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, p.Message))
 			unhealthy = append(unhealthy, p.Namespace+"/"+p.Name)
 		case nodepoolv1.FleetPoolDone:
-			if obs, ok := d.in.Pools[RefOf(p)]; ok && obs.Exists && p.TriggeredAt != nil && !obs.Ready {
+			obs, ok := d.in.Pools[RefOf(p)]
+			if ok && obs.Exists && p.TriggeredAt != nil && obs.Unhealthy != nil && obs.Unhealthy.Reason == nodepoolv1.ReasonDrainHalted {
+				// Its machines were replaced, but an old node's drain
+				// halted the rollout afterwards: it failed as a health
+				// gate's halt does.
+				failed = append(failed, fmt.Sprintf("%s/%s: RolloutHealthy is False (%s): %s", p.Namespace, p.Name, obs.Unhealthy.Reason, obs.Unhealthy.Message))
+				unhealthy = append(unhealthy, p.Namespace+"/"+p.Name)
+			} else if ok && obs.Exists && p.TriggeredAt != nil && !obs.Ready {
 				unhealthy = append(unhealthy, p.Namespace+"/"+p.Name)
 			}
 		}

@@ -78,9 +78,7 @@ func SummarizeInPlace(pool *nodepoolv1.NodePool, ms *clusterv1.MachineSet, machi
 	desired := ptr.Deref(ms.Spec.Replicas, 0)
 	out.Complete = ms.Status.ObservedGeneration >= ms.Generation && onTarget == int32(len(live)) && int32(len(live)) == desired
 	ip.MaxUnavailable = poolmath.InPlaceMaxUnavailable(pool.Spec.Management.InPlace.MaxUnavailable, desired)
-	if d := pool.Spec.NodeDrainTimeout; d != nil {
-		ip.DrainTimeout = d.Duration
-	}
+	ip.DrainTimeout = poolmath.Drain(pool).ForceAfter()
 	return out, ip
 }
 

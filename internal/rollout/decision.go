@@ -60,6 +60,10 @@ type Decision struct {
 	TokenPayload string
 	// Replicas is the machine count the pool wants.
 	Replicas int32
+	// Strategy is how the pool's machines are replaced (strategy.go):
+	// Rounds and Gated say in how many rounds, and how the health gate
+	// takes a rollout.
+	Strategy Strategy
 	// Machines is how many machines the rollout replaces (Create: creates;
 	// an InPlace pool: updates in place), once it runs.
 	Machines int32
@@ -77,6 +81,14 @@ type Decision struct {
 	// gated rollout, the failing machine and signal; nil for pools
 	// without spec.management.health.
 	Health *HealthState
+	// Standing is where the pool stands once the plan is made
+	// (standing.go): its phase, whether it is settled, what holds it,
+	// the steps, what a new node boots and when this changes by itself.
+	// status.rollout publishes it.
+	Standing Standing
+	// Drain is where the pool's drains stand against its drain policy
+	// (drain.go).
+	Drain *DrainState
 }
 
 // ForcedState is where a forced-rollout request stands.

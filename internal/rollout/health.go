@@ -379,3 +379,17 @@ func requeueHealth(in Input, d Decision, p *Plan) {
 		p.RequeueAfter = minPositive(p.RequeueAfter, RolloutPollInterval)
 	}
 }
+
+// HealthPhaseOf reads back the phase the RolloutHealthy condition c says
+// (planHealth writes it): False with reason RollingBack is RollingBack,
+// any other False a stopped rollout (Halted: halted, past its progress
+// deadline, or rolled back); True or no condition says nothing (Idle).
+func HealthPhaseOf(c *metav1.Condition) HealthPhase {
+	switch {
+	case c == nil || c.Status != metav1.ConditionFalse:
+		return HealthIdle
+	case c.Reason == nodepoolv1.ReasonRollingBack:
+		return HealthRollingBack
+	}
+	return HealthHalted
+}

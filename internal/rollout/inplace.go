@@ -24,7 +24,9 @@ type InPlace struct {
 	// MaxUnavailable is spec.management.inPlace.maxUnavailable resolved
 	// against the desired replicas (at least 1).
 	MaxUnavailable int32
-	// DrainTimeout is spec.nodeDrainTimeout; 0 waits for the drain forever.
+	// DrainTimeout is how long a node drains before it is updated anyway
+	// (poolmath.DrainPolicy.ForceAfter: spec.management.drain with Force,
+	// or spec.nodeDrainTimeout); 0 waits for the drain forever.
 	DrainTimeout time.Duration
 }
 
@@ -134,6 +136,11 @@ func planInPlace(in Input, target *UserData, p *Plan) inPlaceHold {
 			degraded = append(degraded, fmt.Sprintf("node %s: its node agent has not finished the update within %s (state %q): check the agent, or change the pool to retry",
 				m.Node, in.Settings.NodeAgentTimeout, orDefault(m.State, "none")))
 		}
+	}
+	if dh := p.Decision.Drain; dh != nil && dh.Halt != nil {
+		// A drain halt keeps the node and its pods: no more evictions,
+		// nothing else starts or advances.
+		degraded = append(degraded, haltMessage(*dh.Halt, dh.Policy))
 	}
 	soaking, halt := inPlaceHealthHold(p.Decision.Health) // health_inplace.go
 	busy += soaking

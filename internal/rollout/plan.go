@@ -49,16 +49,20 @@ func Decide(in Input) Plan {
 	if d.RollbackFrom != nil {
 		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
-	recordShape(in, d, &p) // window_fit.go
+	recordShape(in, d, &p)              // window_fit.go
+	d.Drain = decideDrain(in, d.Target) // drain.go
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
 	planWindow(in, d, &p)
 	planHealth(in, d, &p)
+	planDrain(in, d.Drain, &p) // after the health gate: a drain halt says RolloutHealthy
 	planBootstrapData(in, &p)
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)
 	requeueHealth(in, d, &p)
+	requeueDrain(in, d.Drain, &p)            // drain.go
+	p.Decision.Standing = standingOf(in, &p) // standing.go
 	return p
 }
 
@@ -78,6 +82,7 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	}
 	d := Decision{Action: ActionNone, Pause: pause, Target: o.target, Running: running,
 		Replicas: poolmath.DesiredReplicas(&in.Pool.Spec, current)}
+	d.Strategy = strategyOf(&in.Pool.Spec, d.Replicas) // strategy.go
 	base := o.target
 	if base == nil {
 		base = running
@@ -127,12 +132,7 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	case f != nil && f.State == ForcedScheduled:
 		d.Action, d.Initiator, d.At, d.Machines = ActionSchedule, f.Initiator, f.At, forcedMachines(f.At)
 	}
-	if md != nil && running != nil && o.target != nil && (running.Name != o.target.Name || !md.Complete) {
-		d.InProgress = true
-	}
-	if md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 {
-		d.InProgress = true
-	}
+	d.InProgress = replacing(md, running, o.target) || forcedInProgress(md)
 	d.Health = decideHealth(in, d, running)
 	d.RollbackFrom = healthRollback(&d, running) // health.go
 	return d, o, pending

@@ -1,6 +1,10 @@
 package rollout
 
-import nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+import (
+	"strings"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+)
 
 // Resume is what `kubectl nodepool rollout resume` asks of a pool: its pause
 // ends and a halted health-gated rollout goes on (the recorded halt is
@@ -15,6 +19,12 @@ func Resume(p *nodepoolv1.NodePool) []string {
 	if _, ok := p.Annotations[nodepoolv1.AnnotationHalted]; ok {
 		delete(p.Annotations, nodepoolv1.AnnotationHalted)
 		ended = append(ended, "health halt")
+	}
+	if v, ok := p.Annotations[nodepoolv1.AnnotationDrainHalted]; ok && !strings.HasSuffix(v, drainResumed) {
+		// Kept, marked resumed: the drain that halted it is excused, so it
+		// does not halt the rollout again at once (drain.go).
+		p.Annotations[nodepoolv1.AnnotationDrainHalted] = v + drainResumed
+		ended = append(ended, "drain halt")
 	}
 	return ended
 }

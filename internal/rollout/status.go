@@ -24,8 +24,8 @@ func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 
 	md := in.MachineDeployment
 	running, target := d.Running, d.Target
-	rolling := md != nil && running != nil && target != nil && (running.Name != target.Name || !md.Complete)
-	forcing := d.Action == ActionForce || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
+	rolling := replacing(md, running, target)
+	forcing := d.Action == ActionForce || forcedInProgress(md)
 	p.Version = in.Pool.Status.Version
 	if running != nil && (md == nil || md.Complete) {
 		p.Version = running.Version
@@ -68,7 +68,7 @@ func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 		hold.explain(c)
 	}
 	p.Conditions = append(p.Conditions, configCond, versionCond)
-	p.Settled = md != nil && running != nil && target != nil && running.Name == target.Name && md.Complete && !forcing && p.Record == nil
+	p.Settled = onTarget(md, running, target) && !forcing && p.Record == nil
 	switch {
 	case p.Record != nil:
 		p.Finish, p.FinishedAt = OutcomeSuperseded, p.Record.Started
@@ -243,7 +243,5 @@ func versionOf(u *UserData) string {
 // justCompleted is true on the first reconcile that sees a rollout done:
 // the status still says updating, and every machine runs the target.
 func justCompleted(in Input, running, target *UserData) bool {
-	md := in.MachineDeployment
-	return md != nil && running != nil && target != nil && running.Name == target.Name && md.Complete &&
-		in.Pool.Status.Updating != ""
+	return onTarget(in.MachineDeployment, running, target) && in.Pool.Status.Updating != ""
 }

@@ -36,8 +36,7 @@ func tokenPointer(in Input, target, running *UserData, started, forced bool, p *
 		store(in, in.Latest, p)
 		return in.Latest.Hash
 	}
-	settled := running != nil && running.Name == target.Name && in.MachineDeployment != nil && in.MachineDeployment.Complete
-	if !settled {
+	if !onTarget(in.MachineDeployment, running, target) {
 		if current == "" {
 			current = target.PayloadHash
 		}

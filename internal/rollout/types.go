@@ -57,6 +57,10 @@ type Input struct {
 	// Machines are the pool's machines as the health gate sees them
 	// (health.go); read for pools with spec.management.health.
 	Machines []MachineHealth
+	// Drains are the nodes of deleting Machines Cluster API drains
+	// (Replace pools); an InPlace pool's drains are its InPlace machines
+	// in the Draining phase.
+	Drains []NodeDrain
 }
 
 // Settings are the controller's tunables the engine needs.
@@ -205,6 +209,8 @@ type Plan struct {
 	RequeueAfter time.Duration
 	// Maintenance is status.maintenance (nil without maintenance settings).
 	Maintenance *nodepoolv1.MaintenanceStatus
+	// Drains is status.drains: the nodes being drained and what holds them.
+	Drains []nodepoolv1.NodeDrainStatus
 }
 
 // TokenAction makes a token Secret exist, serve PayloadHash, and rotate.
@@ -240,6 +246,11 @@ type MachineDeploymentTarget struct {
 	// surge is the canary and nothing is taken down, so no machine beyond
 	// the canary is made on an untested payload.
 	MaxSurge, MaxUnavailable *intstr.IntOrString
+	// Paused holds the MachineDeployment (Cluster API's
+	// cluster.x-k8s.io/paused annotation) while a drain halts its rollout:
+	// Cluster API takes no further machine down; the node draining keeps
+	// being drained, with its pods.
+	Paused bool
 }
 
 // Event is a Kubernetes event on the pool.

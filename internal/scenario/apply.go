@@ -109,12 +109,14 @@ func (p *Pool) writeStatus(in rollout.Input, plan rollout.Plan) {
 	st.Version, st.Updating, st.PendingManagementChanges, st.Nodes = plan.Version, plan.Updating, plan.Pending, plan.Nodes
 	st.DesiredReplicas = plan.Decision.Replicas
 	st.Maintenance = plan.Maintenance
+	st.Drains = plan.Drains
 	if plan.Maintenance == nil {
 		meta.RemoveStatusCondition(&st.Conditions, nodepoolv1.ConditionMaintenanceWindow)
 	}
 	if md := in.MachineDeployment; md != nil {
 		st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 	}
+	st.Rollout = plan.Decision.Standing.Published()
 	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
 	for _, c := range append(append([]metav1.Condition(nil), plan.Conditions...), active) {
 		c.ObservedGeneration = p.Obj.Generation
@@ -198,6 +200,7 @@ func (p *Pool) applyMachineDeployment(t *rollout.MachineDeploymentTarget) {
 	if t == nil {
 		return
 	}
+	md.Paused = t.Paused
 	if t.RolloutAfter != nil {
 		a := *t.RolloutAfter
 		md.RolloutAfter = &a

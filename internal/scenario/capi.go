@@ -92,9 +92,10 @@ func (p *Pool) reconcileCAPI() bool {
 	changed := false
 	for range 20 {
 		c := false
-		if p.MD != nil {
+		if p.MD != nil && !p.MD.Paused {
 			c = p.rollingUpdate()
 		}
+		c = p.finishDrains() || c // drain_model.go
 		c = p.syncSets() || c
 		if !c {
 			break
@@ -366,6 +367,9 @@ func (w *World) badPayload(p *Pool, hash string) (bool, time.Duration) {
 }
 
 func (p *Pool) deleteMachine(m *Machine, cause string) {
+	if p.drainHolds(m, cause) { // drain_model.go
+		return
+	}
 	keep := p.Machines[:0]
 	for _, x := range p.Machines {
 		if x != m {

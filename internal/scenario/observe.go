@@ -92,6 +92,7 @@ func (p *Pool) Observe() rollout.Input {
 	if pool.Spec.Management.Maintenance != nil {
 		in.RecentRollouts = p.recentRollouts()
 	}
+	in.Drains = p.observeDrains() // drain_model.go
 	return in
 }
 
@@ -209,9 +210,7 @@ func (p *Pool) summarizeInPlace() (*rollout.MachineDeployment, *rollout.InPlace)
 		out.RolloutAfter = &t
 	}
 	ip := &rollout.InPlace{MaxUnavailable: poolmath.InPlaceMaxUnavailable(p.Obj.Spec.Management.InPlace.MaxUnavailable, ms.Replicas)}
-	if d := p.Obj.Spec.NodeDrainTimeout; d != nil {
-		ip.DrainTimeout = d.Duration
-	}
+	ip.DrainTimeout = poolmath.Drain(p.Obj).ForceAfter()
 	live := append([]*Machine(nil), p.Machines...)
 	sort.SliceStable(live, func(i, j int) bool {
 		if !live[i].Created.Equal(live[j].Created) {
@@ -227,6 +226,9 @@ func (p *Pool) summarizeInPlace() (*rollout.MachineDeployment, *rollout.InPlace)
 			im.Phase, im.WasUnschedulable = m.Phase, m.WasUnschedulable
 			im.StartedAt, im.RequestedAt = m.StartedAt.Truncate(time.Second), m.RequestedAt.Truncate(time.Second)
 			im.Desired, im.Current, im.State = m.Desired, m.Current, m.State
+			if m.Phase == nodepoolv1.UpdatePhaseDraining && p.DrainBlocked {
+				im.PodsLeft, im.DrainBlocked = 1, "eviction of pod "+guardedPod(m)+" refused: The disruption budget "+GuardedBudget+" needs 1 healthy pods and has 1 currently"
+			}
 		}
 		ip.Machines = append(ip.Machines, im)
 		out.MachinesCreated = append(out.MachinesCreated, im.UpdatedAt)

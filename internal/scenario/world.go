@@ -92,6 +92,13 @@ type Pool struct {
 	MS       *InPlaceSet
 	Machines []*Machine
 	History  []Record
+	// DrainBlocked is the drain knob: while it is set, a PodDisruptionBudget
+	// allows no eviction from the pool's nodes, so a machine Cluster API
+	// deletes stays Draining (Draining), and an InPlace node's drain has a
+	// pod left (drain_model.go).
+	DrainBlocked bool
+	// Draining are the deleting machines whose node Cluster API drains.
+	Draining []*Machine
 
 	// memory the controller keeps between reconciles (none the engine
 	// needs): the last plan, for the trace. Restart drops it.
@@ -118,6 +125,9 @@ type MachineDeployment struct {
 	RolloutAfter                          *time.Time
 	MaxSurge, MaxUnavailable              intstr.IntOrString
 	OnDelete                              bool
+	// Paused is Cluster API's cluster.x-k8s.io/paused annotation: the
+	// MachineDeployment's rollout planner does nothing.
+	Paused bool
 	// Gated: the machine template lists the nodepool.dev/Healthy
 	// readiness gate.
 	Gated bool
@@ -167,6 +177,9 @@ type Machine struct {
 	Unschedulable, WasUnschedulable bool
 	// ReadyAtStart: its node was Ready when its in-place update started.
 	ReadyAtStart bool
+	// DrainSince is when Cluster API started draining its node (it is
+	// deleting and in Pool.Draining).
+	DrainSince time.Time
 }
 
 // Record is a history record (a ControllerRevision) of the pool.

@@ -13,8 +13,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
@@ -22,6 +25,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
@@ -40,10 +44,15 @@ type controlPlaneReconciler struct {
 }
 
 func (r *controlPlaneReconciler) setupWithManager(mgr ctrl.Manager, concurrency int) error {
+	log := mgr.GetLogger().WithName("simcontrolplane")
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("simcontrolplane").
 		For(&simv1.SimControlPlane{}).
 		Owns(&corev1.Secret{}).
+		// A Cluster resumed (after clusterctl move, its control plane
+		// arrives while it is paused) brings its control plane back.
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToControlPlane),
+			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 }
@@ -142,4 +151,14 @@ func (r *controlPlaneReconciler) reconcileKubeconfig(ctx context.Context, cp *si
 
 func (r *controlPlaneReconciler) setAvailable(cp *simv1.SimControlPlane, status metav1.ConditionStatus, reason, message string) {
 	conditions.Set(cp, metav1.Condition{Type: simv1.ConditionAvailable, Status: status, Reason: reason, Message: message, ObservedGeneration: cp.Generation})
+}
+
+// clusterToControlPlane maps a Cluster to the SimControlPlane its
+// spec.controlPlaneRef names.
+func clusterToControlPlane(_ context.Context, o client.Object) []reconcile.Request {
+	c, ok := o.(*clusterv1.Cluster)
+	if !ok || c.Spec.ControlPlaneRef.Kind != simv1.KindSimControlPlane || c.Spec.ControlPlaneRef.APIGroup != simv1.GroupVersion.Group {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name}}}
 }

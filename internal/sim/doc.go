@@ -19,6 +19,11 @@
 //	spec.unhealthy    sim.nodepool.dev/unhealthy: "true"     the Node turns NotReady
 //	spec.updateDelay  sim.nodepool.dev/update-delay: "5s"    time an in-place update takes, from Working
 //	spec.failUpdate   sim.nodepool.dev/fail-update: "<why>"  in-place updates stay Degraded with that message
+//	spec.workloads    sim.nodepool.dev/workloads: "guarded,bare,slow=90s"  pods on the Node for drains to evict
+//
+// The workload cluster has no kubelet, scheduler or controller manager: for
+// the pods of spec.workloads the sim plays the kubelet, the pod garbage
+// collector and the disruption controller (workload_pods.go).
 //
 // The provider-wide defaults of the delays are Options.BootDelay and
 // Options.UpdateDelay (flags --boot-delay and --update-delay).

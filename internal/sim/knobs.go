@@ -20,6 +20,8 @@ import (
 //	spec.updateDelay  sim.nodepool.dev/update-delay: "5s"     time an in-place update takes, from Working
 //	spec.failUpdate   sim.nodepool.dev/fail-update: "<why>"   in-place updates stay Degraded with that
 //	                                                          message; "false" or removing it retries
+//	spec.workloads    sim.nodepool.dev/workloads: "guarded,bare,slow=90s"
+//	                                                          pods on the Node for drains to evict (workload_pods.go)
 //
 // The provider-wide default boot delay is Options.BootDelay (--boot-delay),
 // and the default update delay Options.UpdateDelay (--update-delay).
@@ -31,6 +33,8 @@ type knobs struct {
 	// failUpdate is the message of a machine told to fail its in-place
 	// updates, "" when it is not.
 	failUpdate string
+	// workloads are the pods the Node runs (spec.workloads), parsed.
+	workloads []workload
 }
 
 // defaultFailUpdate is the message of a fail-update annotation left empty.
@@ -90,6 +94,15 @@ func machineKnobs(sm *simv1.SimMachine, m *clusterv1.Machine, defaults knobs) (k
 	}
 	durationKnob(simv1.AnnotationBootDelay, &k.bootDelay)
 	durationKnob(simv1.AnnotationUpdateDelay, &k.updateDelay)
+	spec, on := sm.Spec.Workloads, "SimMachine's spec.workloads"
+	if v, from, ok := annotation(simv1.AnnotationWorkloads); ok {
+		spec, on = v, "annotation "+simv1.AnnotationWorkloads+" on the "+from
+	}
+	if w, err := parseWorkloads(spec); err != nil {
+		problems = append(problems, fmt.Errorf("%s: %w; ignored", on, err))
+	} else {
+		k.workloads = w
+	}
 	if v, _, ok := annotation(simv1.AnnotationFailUpdate); ok {
 		switch v {
 		case "false":

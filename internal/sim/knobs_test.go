@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,13 +50,17 @@ func TestMachineKnobs(t *testing.T) {
 			want: knobs{bootDelay: time.Second, updateDelay: time.Minute, failUpdate: defaultFailUpdate}},
 		{name: "bad update delay is ignored", sm: spec(simv1.SimMachineSpec{}, map[string]string{simv1.AnnotationUpdateDelay: "soon"}), m: machine(nil),
 			want: knobs{bootDelay: time.Second, updateDelay: time.Minute}, wantProblem: `annotation sim.nodepool.dev/update-delay="soon" on the SimMachine is not a duration`},
+		{name: "workloads from the spec, the annotation wins", sm: spec(simv1.SimMachineSpec{Workloads: "bare"}, map[string]string{simv1.AnnotationWorkloads: "guarded, slow=90s"}), m: machine(nil),
+			want: knobs{bootDelay: time.Second, updateDelay: time.Minute, workloads: []workload{{kind: workloadGuarded}, {kind: workloadSlow, grace: 90 * time.Second}}}},
+		{name: "bad workloads are ignored", sm: spec(simv1.SimMachineSpec{Workloads: "guarded,slow"}, nil), m: machine(nil),
+			want: knobs{bootDelay: time.Second, updateDelay: time.Minute}, wantProblem: `SimMachine's spec.workloads: workload "slow": slow needs a grace period`},
 		{name: "bad duration is ignored", sm: spec(simv1.SimMachineSpec{}, nil), m: machine(map[string]string{simv1.AnnotationBootDelay: "-5s"}),
 			want: knobs{bootDelay: time.Second, updateDelay: time.Minute}, wantProblem: "on the Machine is not a duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, problems := machineKnobs(tt.sm, tt.m, knobs{bootDelay: time.Second, updateDelay: time.Minute})
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("knobs = %+v, want %+v", got, tt.want)
 			}
 			if tt.wantProblem == "" && len(problems) > 0 || tt.wantProblem != "" && (len(problems) != 1 || !strings.Contains(problems[0].Error(), tt.wantProblem)) {

@@ -147,6 +147,13 @@ func (r *machineReconciler) reconcileNormal(ctx context.Context, sm *simv1.SimMa
 	for _, p := range problems {
 		log.Info("Ignoring a knob", "problem", p.Error())
 	}
+	if sm.Status.BootedPayload == "" && sm.Spec.ProviderID != "" {
+		// machine_adopt.go: a machine that booted under another management cluster.
+		if err := r.adopt(ctx, sm, machine); err != nil {
+			log.Info("Not booting a machine that has a providerID before its Node is looked for", "reason", err.Error())
+			return ctrl.Result{RequeueAfter: r.retryDelay(ctx, sm, err)}, nil
+		}
+	}
 	if sm.Status.BootedPayload == "" {
 		step, err := r.boot(ctx, sm, machine, k)
 		if err != nil {

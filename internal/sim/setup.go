@@ -163,6 +163,18 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := agent.setupWithManager(mgr, workload, opts.Concurrency); err != nil {
 		return fmt.Errorf("setting up the node agent controller: %w", err)
 	}
+	placer := &workloadPlacer{client: mgr.GetClient(), nodes: workload.GetClient(), workload: opts.Workload}
+	if err := placer.setupWithManager(mgr, workload, opts.Concurrency); err != nil {
+		return fmt.Errorf("setting up the workload pods controller: %w", err)
+	}
+	kubelet := &kubeletReconciler{cache: workload.GetClient(), client: workload.GetClient(), now: time.Now}
+	if err := kubelet.setupWithManager(ctx, mgr, workload, opts.Concurrency); err != nil {
+		return fmt.Errorf("setting up the kubelet of the sim's Nodes: %w", err)
+	}
+	disruption := &disruptionReconciler{cache: workload.GetClient(), client: workload.GetClient(), now: time.Now}
+	if err := disruption.setupWithManager(mgr, workload, opts.Concurrency); err != nil {
+		return fmt.Errorf("setting up the disruption budgets of the workload cluster: %w", err)
+	}
 	controlPlanes := &controlPlaneReconciler{
 		client:   mgr.GetClient(),
 		config:   opts.WorkloadConfig,

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,7 +41,7 @@ type workloadClient struct {
 // <cluster>-kubeconfig Secret with reader.
 func NewKubeconfigClusters(reader client.Reader) WorkloadClusters {
 	scheme := runtime.NewScheme()
-	_ = corev1.AddToScheme(scheme) // registering built-in types does not fail
+	_ = clientgoscheme.AddToScheme(scheme) // registering built-in types does not fail
 	return &kubeconfigClusters{reader: reader, scheme: scheme, clients: map[client.ObjectKey]workloadClient{}}
 }
 

@@ -264,7 +264,7 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 	first, second := nodes[0], nodes[1]
 
 	// A pod bound to the node updated first, guarded by a budget that
-	// allows no disruption (the test plays the disruption controller).
+	// allows no disruption.
 	labels := map[string]string{"app": "guarded-" + p.Namespace}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "guarded", Labels: labels},
@@ -272,13 +272,22 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
 	}
 	st.MustCreate(t, pod)
-	// The test plays the kubelet too: the pod runs and is ready (a pending
-	// pod is evicted whatever its budget says).
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
-		{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}}
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	// The sim plays the kubelet: the pod runs and is ready (a pending pod
+	// is evicted whatever its budget says).
+	stack.WaitFor(t, time.Minute, "the guarded pod running and ready", func() *corev1.Pod {
+		got := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}, func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return p.Status.Phase == corev1.PodRunning
+			}
+		}
+		return false
+	}, func(p *corev1.Pod) string { return string(p.Status.Phase) })
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: "guarded"},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
@@ -315,19 +324,13 @@ func TestInPlacePodDisruptionBudgetHoldsTheUpdateUntilItAllowsIt(t *testing.T) {
 	}
 }
 
-// setBudget plays the disruption controller: the budget allows n
-// disruptions.
-func setBudget(t *testing.T, pdb *policyv1.PodDisruptionBudget, n int32) {
+// setBudget makes the budget allow n disruptions of its one pod (the
+// sim plays the disruption controller and computes its status).
+func setBudget(t *testing.T, pdb *policyv1.PodDisruptionBudget, n int) {
 	t.Helper()
-	ctx := context.Background()
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pdb), pdb); err != nil {
-		t.Fatal(err)
-	}
-	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: n,
-		CurrentHealthy: 1 + n, DesiredHealthy: 1, ExpectedPods: 1 + n}
-	if err := env.Client.Status().Update(ctx, pdb); err != nil {
-		t.Fatal(err)
-	}
+	stack.Update(t, env.Client, pdb, func(pdb *policyv1.PodDisruptionBudget) {
+		pdb.Spec.MinAvailable = ptr.To(intstr.FromInt(1 - n))
+	})
 }
 
 func TestInPlaceFailedNodeStopsTheRolloutUntilItIsFixed(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/sim/simtest"
 	"nodepool.dev/nodepool/test/stack"
@@ -180,7 +181,8 @@ func TestADeletedOwnedSecretSurvivesWhileInUseAndIsProtectedAgain(t *testing.T) 
 		t.Fatalf("want user-data, token and payload Secrets, got %d", len(list.Items))
 	}
 	for i := range list.Items {
-		if s := &list.Items[i]; !controllerutil.ContainsFinalizer(s, nodepoolv1.FinalizerInUse) {
+		// The history archive is no machine's: it has no in-use finalizer.
+		if s := &list.Items[i]; s.Name != history.ArchiveName(p.Name) && !controllerutil.ContainsFinalizer(s, nodepoolv1.FinalizerInUse) {
 			t.Errorf("Secret %s lacks the in-use finalizer", s.Name)
 		}
 	}

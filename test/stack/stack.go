@@ -60,15 +60,22 @@ type Stack struct {
 	// apiServer is the controller's way to the API server, which
 	// CutAPIServer cuts.
 	apiServer *Forwarder
+	// workload is where the sim provider's workload clusters are; nil is
+	// the stack's own API server (move.go).
+	workload *rest.Config
 }
 
 // Start starts the stack; call Stop when done.
-func Start(ctx context.Context) (_ *Stack, retErr error) {
+func Start(ctx context.Context) (*Stack, error) { return start(ctx, nil) }
+
+// start starts a stack whose sim provider's workload clusters are on the
+// API server workload reaches (nil: the stack's own).
+func start(ctx context.Context, workload *rest.Config) (_ *Stack, retErr error) {
 	env, err := harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Env: env}
+	s := &Stack{Env: env, workload: workload}
 	defer func() {
 		if retErr != nil {
 			_ = s.Stop()
@@ -199,7 +206,7 @@ func (s *Stack) startController(settings controller.Settings) (func(), error) {
 
 // startSim runs the sim provider in its own manager, as a provider runs.
 func (s *Stack) startSim() error {
-	return RunSim(s.Env, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second})
+	return RunSim(s.Env, sim.Options{WorkloadConfig: s.workload, InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second})
 }
 
 // RunSim runs the sim provider with opts in its own manager on env until

@@ -94,6 +94,22 @@ const (
 	// updates: the Node reports Degraded with the annotation's value as the
 	// message (spec.failUpdate). "false" or removing it lets the update go on.
 	AnnotationFailUpdate = "sim.nodepool.dev/fail-update"
+	// AnnotationWorkloads lists the pods the machine's Node runs
+	// (spec.workloads), such as "guarded,bare,slow=90s".
+	AnnotationWorkloads = "sim.nodepool.dev/workloads"
+)
+
+// AnnotationWorkloadsPlaced on a Node lists the workload pods the sim put
+// on it since it registered: a pod no controller owns is placed once, as a
+// person would, and never again once evicted.
+const AnnotationWorkloadsPlaced = "sim.nodepool.dev/workloads-placed"
+
+// LabelWorkload on a pod of the sim names its workload (guarded, bare,
+// slow, local, daemon); LabelWorkloadNode names the SimMachine whose Node
+// runs it.
+const (
+	LabelWorkload     = "sim.nodepool.dev/workload"
+	LabelWorkloadNode = "sim.nodepool.dev/machine"
 )
 
 // AnnotationUpdateStarted on a Node is when the sim's node agent started

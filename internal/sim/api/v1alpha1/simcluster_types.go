@@ -36,6 +36,7 @@ type SimClusterStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=simclusters,scope=Namespaced,categories=cluster-api
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-sim"
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

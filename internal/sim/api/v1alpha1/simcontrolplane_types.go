@@ -52,6 +52,7 @@ type SimControlPlaneStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=simcontrolplanes,scope=Namespaced,categories=cluster-api
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=control-plane-sim"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
 // +kubebuilder:printcolumn:name="Initialized",type=boolean,JSONPath=`.status.initialization.controlPlaneInitialized`

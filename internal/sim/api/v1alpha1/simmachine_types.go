@@ -59,6 +59,18 @@ type SimMachineSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	FailUpdate string `json:"failUpdate,omitempty"`
+
+	// workloads are the pods the machine's Node runs once registered, so
+	// that drains have something to evict: a comma-separated list of
+	// guarded (a ReplicaSet's pod under the PodDisruptionBudget
+	// sim-guarded, maxUnavailable 0: its eviction is refused until the
+	// budget is changed), bare (a pod no controller owns), slow=<duration>
+	// (a ReplicaSet's pod with that termination grace period), local (a
+	// ReplicaSet's pod with an emptyDir volume) and daemon (a DaemonSet's
+	// pod, which drains skip). Example: "guarded,bare,slow=90s".
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Workloads string `json:"workloads,omitempty"`
 }
 
 // SimMachineInitializationStatus is what Cluster API reads to know the
@@ -121,6 +133,7 @@ type SimMachineStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=simmachines,scope=Namespaced,categories=cluster-api
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-sim"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
 // +kubebuilder:printcolumn:name="Booted",type=string,JSONPath=`.status.conditions[?(@.type=="Booted")].reason`

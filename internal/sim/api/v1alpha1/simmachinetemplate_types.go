@@ -28,6 +28,7 @@ type SimMachineTemplateResource struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=simmachinetemplates,scope=Namespaced,categories=cluster-api
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-sim"
 // +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.spec.template.spec.cpus`
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.spec.template.spec.memory`
