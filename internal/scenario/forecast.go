@@ -53,6 +53,26 @@ type ForecastFleet struct {
 	Name  string
 	Spec  nodepoolv1.FleetRolloutSpec
 	Pools []fleet.Ref
+	// Status and Members are, for a fleet rollout under way, its status
+	// and each pool's state (its annotation): the forecast goes on from
+	// there. A pool triggered whose rollout has not completed is taken as
+	// triggered now (it errs long by what that rollout has done).
+	Status  *nodepoolv1.FleetRolloutStatus
+	Members map[fleet.Ref]nodepoolv1.FleetRolloutPool
+}
+
+// ChangesOf are the forecast changes of a pool's pending platform drift
+// rows (status.pendingManagementChanges, or a plan's).
+func ChangesOf(rows []nodepoolv1.PendingManagementChange) []ForecastChange {
+	var out []ForecastChange
+	for _, r := range rows {
+		c, err := inputs.ParseComponent(r.Component)
+		if err != nil || c.IsRollout() {
+			continue
+		}
+		out = append(out, ForecastChange{Component: c, Since: r.Since.Time})
+	}
+	return out
 }
 
 // ForecastInput is what a forecast runs from.
@@ -253,6 +273,9 @@ func RunForecast(in ForecastInput) Forecast {
 		}
 		if in.Fleet != nil {
 			fl = w.AddFleetRefs(in.Fleet.Name, in.Fleet.Spec, in.Fleet.Pools)
+			if st := in.Fleet.Status; st != nil && st.StartedAt != nil {
+				fl.resume(*st, in.Fleet.Members)
+			}
 		}
 	})
 	w.At(now.Add(time.Second), "the forecast reads what holds each pool", func(w *World) {
@@ -518,4 +541,27 @@ func durationWords(d time.Duration) string {
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
 	return d.Round(time.Minute).String()
+}
+
+// resume carries on a fleet rollout under way: its status, and each
+// pool's state on the pool; a pool triggered whose part is not over is
+// triggered again now.
+func (f *Fleet) resume(st nodepoolv1.FleetRolloutStatus, members map[fleet.Ref]nodepoolv1.FleetRolloutPool) {
+	w := f.w
+	f.Status = *st.DeepCopy()
+	key := nodepoolv1.FleetRolloutPoolAnnotation(f.Name)
+	for ref, m := range members {
+		p := w.PoolIn(ref.Namespace, ref.Name)
+		if p == nil {
+			continue
+		}
+		if m.TriggeredAt != nil && (m.State == nodepoolv1.FleetPoolRolling || m.State == nodepoolv1.FleetPoolTakenOver) {
+			at := metav1.NewTime(w.Now)
+			m.TriggeredAt, m.State, m.Revision = &at, nodepoolv1.FleetPoolRolling, 0
+			p.setAnnotation(nodepoolv1.AnnotationApplyPending, w.Now.UTC().Format(time.RFC3339))
+			p.setAnnotation(nodepoolv1.AnnotationFleetRollout, f.Name)
+		}
+		p.setAnnotation(key, fleet.Encode(m))
+	}
+	f.due = w.Now
 }
