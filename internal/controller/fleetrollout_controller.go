@@ -47,6 +47,9 @@ type FleetRolloutReconciler struct {
 	// expect holds the per-pool states written and not yet seen in the
 	// cache (see expectations.go).
 	expect expectations
+	// predicted remembers where each rollout's last forecast was made
+	// (fleetrollout_predict.go).
+	predicted predictions
 }
 
 // The fleet rollout controller's RBAC: it reads FleetRollouts and patches
@@ -169,6 +172,7 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	res := fleet.Decide(fleet.Input{Name: fr.Name, Spec: fr.Spec, Status: fr.Status, Generation: fr.Generation, Members: members, Pools: pools, Now: now})
 	fr.Status = res.Status
+	r.predict(ctx, fr, byRef, members, res.Store, now)
 	if !equality.Semantic.DeepEqual(before.Status, fr.Status) {
 		if err := r.Client.Status().Patch(ctx, fr, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, err // nothing written to the pools: the next reconcile decides again
@@ -429,6 +433,7 @@ func (r *FleetRolloutReconciler) writePool(ctx context.Context, fr *nodepoolv1.F
 // fleet rollout treats it as absent).
 func (r *FleetRolloutReconciler) forget(ctx context.Context, name string) error {
 	r.expect.forget(name)
+	r.predicted.forget(name)
 	list := &nodepoolv1.NodePoolList{}
 	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing NodePools: %w", err)
