@@ -87,13 +87,14 @@ type ForecastInput struct {
 
 // When a pool's nodes run the new payload (PoolForecast.When).
 const (
-	WhenNoChange = "no-change" // the change does not reach it
-	WhenNow      = "now"       // its rollout starts at once
-	WhenWindow   = "window"    // at its next maintenance window
-	WhenDeadline = "deadline"  // when its drift deadline is reached
-	WhenPause    = "pause-end" // when its pause ends
-	WhenFleet    = "fleet"     // when its fleet rollout wave triggers it
-	WhenNever    = "never"     // not without action
+	WhenNoChange  = "no-change"     // the change does not reach it
+	WhenNow       = "now"           // its rollout starts at once
+	WhenWindow    = "window"        // at its next maintenance window
+	WhenDeadline  = "deadline"      // when its drift deadline is reached
+	WhenPause     = "pause-end"     // when its pause ends
+	WhenExclusion = "exclusion-end" // when a maintenance exclusion ends
+	WhenFleet     = "fleet"         // when its fleet rollout wave triggers it
+	WhenNever     = "never"         // not without action
 )
 
 // PoolForecast is what a forecast says of one pool.
@@ -414,6 +415,8 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 			f.When = WhenDeadline
 		case rec.Started.Sub(now) < 2*time.Minute:
 			f.When = WhenNow
+		case e.exclusionEndsAt(rec.Started):
+			f.When = WhenExclusion
 		case e.maint != nil && len(e.maint.Windows) > 0:
 			f.When = WhenWindow
 		default:
@@ -454,6 +457,20 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		f.Reason = "does not run it within " + durationWords(e.horizon(now))
 	}
 	return f
+}
+
+// exclusionEndsAt reports whether one of the pool's exclusions ends just
+// before t (the rollout waited for it).
+func (e *forecastEntry) exclusionEndsAt(t time.Time) bool {
+	if e.maint == nil {
+		return false
+	}
+	for _, x := range e.maint.Exclusions {
+		if d := t.Sub(x.End.Time); d >= 0 && d < 2*time.Minute {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *forecastEntry) horizon(now time.Time) time.Duration { return e.p.w.Now.Sub(now) }
