@@ -379,6 +379,10 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		}
 	}
 	f.Holds = e.holds(now)
+	if e.fp.Halted != "" {
+		f.When, f.Reason = WhenNever, "halted: "+e.fp.Halted+" (kubectl nodepool rollout resume, or an owner change)"
+		return f
+	}
 	if len(e.fp.Change) == 0 && !(restart && f.Wave > 0) {
 		f.When = WhenNoChange
 		f.Start, f.End = timePtr(now), timePtr(now)
@@ -445,8 +449,6 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 	}
 	f.When = WhenNever
 	switch {
-	case e.fp.Halted != "":
-		f.Reason = "halted: " + e.fp.Halted + " (kubectl nodepool rollout resume, or an owner change)"
 	case rec != nil:
 		f.Reason = fmt.Sprintf("its rollout starts %s but does not complete within %s", rec.Started.UTC().Format(time.RFC3339), durationWords(e.horizon(now)))
 	case policy != nodepoolv1.ManagementUpdatesRollout && !restart && (e.maint == nil || e.maint.DriftDeadline == nil) && f.Wave == 0:

@@ -207,3 +207,59 @@ func TestTheForecastOfAFleetRolloutIsWhatItThenDoes(t *testing.T) {
 		}
 	}
 }
+
+// A fleet rollout under way is forecast from its status and its pools'
+// kept states (what the controller does each time a wave completes): the
+// rest of it then ends within 15 minutes of the forecast, which errs long
+// by what a pool rolling at the forecast has done.
+func TestAFleetRolloutUnderWayIsForecastFromItsStatus(t *testing.T) {
+	w := New(t0)
+	var pools []*Pool
+	var refs []fleet.Ref
+	for i, boot := range []time.Duration{3 * time.Minute, 4 * time.Minute, 5 * time.Minute} {
+		name := fmt.Sprintf("pool-%d", i)
+		pools = append(pools, withHistory(t, w, PoolSpec{Name: name, Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{
+				{Schedule: fmt.Sprintf("0 %d * * *", 20+i), Duration: metav1.Duration{Duration: 2 * time.Hour}, TimeZone: "UTC"}}}
+		}}, boot))
+		refs = append(refs, fleet.Ref{Namespace: Namespace, Name: name})
+	}
+	run(t, w, 5*time.Hour)
+	w.After(0, "the platform changes the proxy defaults", func(*World) {
+		for _, p := range pools {
+			p.Inputs.Platform[CompProxyDefaults] = "p2"
+		}
+	})
+	run(t, w, time.Minute)
+	spec := nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending, Waves: []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")},
+		Soak: &metav1.Duration{Duration: time.Hour}, HeldPools: nodepoolv1.HeldPoolWait}
+	f := w.AddFleetRefs("platform", spec, refs)
+	// Until wave 1 completed and wave 2 started: a pool of it rolling.
+	for f.Status.CurrentWave < 2 || f.Status.Phase != nodepoolv1.FleetPhaseProgressing {
+		run(t, w, time.Minute)
+	}
+	in := ForecastInput{Now: w.Now, Horizon: 5 * 24 * time.Hour}
+	members := map[fleet.Ref]nodepoolv1.FleetRolloutPool{}
+	for _, m := range f.members() {
+		members[fleet.RefOf(m)] = m
+	}
+	st := f.Status
+	in.Fleet = &ForecastFleet{Name: f.Name, Spec: spec, Pools: refs, Status: &st, Members: members}
+	for _, p := range pools {
+		fp := forecastOf(p)
+		fp.Change = ChangesOf(p.Obj.Status.PendingManagementChanges)
+		in.Pools = append(in.Pools, fp)
+	}
+	fc := RunForecast(in)
+	run(t, w, in.Horizon)
+	if f.Status.Phase != nodepoolv1.FleetPhaseComplete || fc.FleetEnd == nil {
+		t.Fatalf("fleet %s, forecast end %v, notes %v\n%s", f.State(), fc.FleetEnd, fc.Notes, w.Trace())
+	}
+	t.Logf("forecast at %s: end %s; ended %s", in.Now, fc.FleetEnd, f.Status.CompletedAt)
+	if d := f.Status.CompletedAt.Sub(*fc.FleetEnd); d < -15*time.Minute || d > 15*time.Minute {
+		t.Errorf("forecast to complete at %s, completed at %s", fc.FleetEnd, f.Status.CompletedAt)
+	}
+	if fc.Pools[0].When != WhenNoChange {
+		t.Errorf("the pool of wave 1 is done: %+v", fc.Pools[0])
+	}
+}
