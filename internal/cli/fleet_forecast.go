@@ -321,7 +321,7 @@ func forecastResult(f scenario.Forecast) ForecastResult {
 		for _, c := range p.Components {
 			row.Components = append(row.Components, ForecastComponent{Component: c.Component, Delivery: c.Delivery, Rolls: c.Rolls, How: c.How})
 		}
-		if p.When != scenario.WhenNoChange {
+		if p.Start != nil && p.When != scenario.WhenNoChange {
 			row.Takes = takes(p.Prediction)
 		}
 		r.Pools = append(r.Pools, row)
@@ -345,10 +345,24 @@ func takes(p poolmath.Prediction) string {
 		return ""
 	}
 	if p.FromSettings {
-		return fmt.Sprintf("%s by the declared settings (%s a round: only %d of its rollouts to go by, fewer than %d)",
-			p.Likely.Round(time.Minute), poolmath.DefaultRoundDuration, p.Short, poolmath.MinPredictionSamples)
+		return fmt.Sprintf("%s by the declared settings (%s a round; history: %d rollouts, fewer than %d)",
+			short(p.Likely), short(poolmath.DefaultRoundDuration), p.Short, poolmath.MinPredictionSamples)
 	}
-	return fmt.Sprintf("%s (from %d rollouts, %s–%s)", p.Likely.Round(time.Minute), p.Samples, p.Low.Round(time.Minute), p.High.Round(time.Minute))
+	return fmt.Sprintf("%s (from %d rollouts, %s–%s)", short(p.Likely), p.Samples, short(p.Low), short(p.High))
+}
+
+// short is a duration to the minute (to the second below one), without
+// its trailing zero units: 12m, 1h30m, 45s.
+func short(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(time.Second).String()
+	}
+	s := d.Round(time.Minute).String()
+	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // forecastTime is a time in a forecast's table.
