@@ -99,4 +99,3 @@ func byFleet(p *nodepoolv1.NodePool, rollouts map[string]nodepoolv1.FleetRollout
 	}
 	return nil, "", false
 }
-

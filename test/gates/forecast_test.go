@@ -88,7 +88,9 @@ func TestTheFleetForecastOfAManagementChangeSaysWhenEachPolicyRollsIt(t *testing
 	exclusionEnd := now.Truncate(time.Minute).Add(2 * time.Hour)
 	pauseEnd := now.Truncate(time.Second).Add(3 * time.Hour)
 	edits := []func(*nodepoolv1.NodePool){
-		func(p *nodepoolv1.NodePool) { p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout },
+		func(p *nodepoolv1.NodePool) {
+			p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
+		},
 		func(p *nodepoolv1.NodePool) {
 			p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
 			p.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{{
@@ -107,7 +109,9 @@ func TestTheFleetForecastOfAManagementChangeSaysWhenEachPolicyRollsIt(t *testing
 			p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
 			p.Spec.Management.PausedUntil = pauseEnd.Format(time.RFC3339)
 		},
-		func(p *nodepoolv1.NodePool) { p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesNewNodes },
+		func(p *nodepoolv1.NodePool) {
+			p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesNewNodes
+		},
 	}
 	for i, p := range pools {
 		stack.Update(t, env.Client, p, edits[i])
