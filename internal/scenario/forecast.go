@@ -214,9 +214,14 @@ func RunForecast(in ForecastInput) Forecast {
 		replicas := fp.Machines
 		spec.Replicas, spec.AutoScaling = &replicas, nil
 		e := &forecastEntry{fp: fp, pause: spec.Management.PausedUntil, maint: spec.Management.Maintenance}
-		// Created and settled without its pause and windows: they hold
-		// rollouts, not the pool's first machines, and apply from now.
-		spec.Management.PausedUntil, spec.Management.Maintenance = "", nil
+		// Created and settled without its pause, windows and a forced
+		// rollout to come: they hold or start rollouts, not the pool's
+		// first machines, and apply from now. A rolloutAfter already past
+		// was carried out (or is under way, taken as done) in the cluster.
+		if ra := spec.Management.RolloutAfter; ra != nil && ra.After(now) {
+			e.rolloutAfter = ra.DeepCopy()
+		}
+		spec.Management.PausedUntil, spec.Management.Maintenance, spec.Management.RolloutAfter = "", nil, nil
 		labels := fp.Pool.Labels
 		e.p = w.AddPool(PoolSpec{Name: fp.Pool.Name, Namespace: fp.Pool.Namespace, Replicas: replicas, Version: spec.Release.Version,
 			Edit: func(np *nodepoolv1.NodePool) {
@@ -240,6 +245,12 @@ func RunForecast(in ForecastInput) Forecast {
 				out.Notes = append(out.Notes, fmt.Sprintf("%s/%s: the model settled %d of its %d machines before the change", p.Obj.Namespace, p.Name, got, e.fp.Machines))
 			}
 			p.Obj.Spec.Management.PausedUntil, p.Obj.Spec.Management.Maintenance = e.pause, e.maint
+			p.Obj.Spec.Management.RolloutAfter = e.rolloutAfter
+			if e.fp.Halted != "" {
+				// Halted: nothing of it rolls until a person acts; a fleet
+				// rollout finds it held.
+				p.Obj.Spec.Management.PausedUntil = "true"
+			}
 			if per := perRound(e.pred); per > 0 {
 				p.BootDelay, p.AgentDelay = per, per
 			}
@@ -328,7 +339,9 @@ type forecastEntry struct {
 	p     *Pool
 	pause string
 	maint *nodepoolv1.Maintenance
-	pred  poolmath.Prediction
+	// rolloutAfter is a forced rollout still to come.
+	rolloutAfter *metav1.Time
+	pred         poolmath.Prediction
 	// first is the pool's plan at the change: what holds it then.
 	first *rollout.Plan
 }
