@@ -203,8 +203,15 @@ func RunForecast(in ForecastInput) Forecast {
 	now := in.Now.UTC().Truncate(time.Second)
 	const settleBoot = time.Minute
 	w := New(now.Add(-settleLead(in.Pools, settleBoot)))
-	if in.Settings.TokenTTL > 0 {
-		w.Settings = in.Settings
+	// The controller's settings, but never faster than the model's
+	// defaults where they only set a cadence (token rotation, resync,
+	// cleanup): a development controller's 30s resync over 60 days would
+	// be millions of steps, and none of them decides when a pool rolls.
+	if s := in.Settings; s.TokenTTL > 0 {
+		s.TokenTTL = max(s.TokenTTL, w.Settings.TokenTTL)
+		s.ResyncPeriod = max(s.ResyncPeriod, w.Settings.ResyncPeriod)
+		s.CleanupGracePeriod = max(s.CleanupGracePeriod, w.Settings.CleanupGracePeriod)
+		w.Settings = s
 	}
 	w.BootDelay, w.AgentDelay, w.KeepGoing = settleBoot, settleBoot, true
 	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
@@ -295,7 +302,9 @@ func RunForecast(in ForecastInput) Forecast {
 			e.first = e.p.LastPlan()
 		}
 	})
-	_ = w.Run(now.Add(horizon))
+	if err := w.Run(now.Add(horizon)); err != nil && len(w.Violations) == 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("the model stopped at %s: %v", w.Now.UTC().Format(time.RFC3339), err))
+	}
 	if len(w.Violations) > 0 {
 		out.Notes = append(out.Notes, fmt.Sprintf("the model found %d invariant violation(s), the first: %v", len(w.Violations), w.Violations[0]))
 	}
@@ -462,6 +471,8 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 	}
 	f.When = WhenNever
 	switch {
+	case f.Wave > 0 && rec == nil && fl != nil && fl.Status.Phase != nodepoolv1.FleetPhaseComplete:
+		f.Reason = fmt.Sprintf("its FleetRollout %s does not trigger it: %s", fl.Name, fl.Status.Message)
 	case rec != nil:
 		f.Reason = fmt.Sprintf("its rollout starts %s but does not complete within %s", rec.Started.UTC().Format(time.RFC3339), durationWords(e.horizon(now)))
 	case policy != nodepoolv1.ManagementUpdatesRollout && !restart && (e.maint == nil || e.maint.DriftDeadline == nil) && f.Wave == 0:
@@ -500,7 +511,7 @@ func (e *forecastEntry) holds(now time.Time) []string {
 		return out
 	}
 	d := e.first.Decision
-	if d.Pause.Paused {
+	if d.Pause.Paused && e.fp.Halted == "" {
 		if d.Pause.Until.IsZero() {
 			out = append(out, "paused")
 		} else {
