@@ -21,7 +21,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 )
 
-// forecast asks `kubectl nodepool fleet forecast` when the demo's pools
+// forecast asks `kubectl nodepool fleet forecast` when the demo's pool
 // would run another proxy image rolled out by a FleetRollout in two
 // waves, without applying either: the management config edit and the
 // FleetRollout are files, laid over the cluster.
