@@ -172,7 +172,7 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	res := fleet.Decide(fleet.Input{Name: fr.Name, Spec: fr.Spec, Status: fr.Status, Generation: fr.Generation, Members: members, Pools: pools, Now: now})
 	fr.Status = res.Status
-	r.predict(ctx, fr, byRef, members, res.Store, now)
+	forecasting := r.predict(ctx, fr, byRef, members, res.Store, now)
 	if !equality.Semantic.DeepEqual(before.Status, fr.Status) {
 		if err := r.Client.Status().Patch(ctx, fr, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, err // nothing written to the pools: the next reconcile decides again
@@ -191,6 +191,9 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	after := r.Resync
 	if res.RequeueAfter > 0 && (after == 0 || res.RequeueAfter < after) {
 		after = res.RequeueAfter
+	}
+	if forecasting && (after == 0 || predictionPoll < after) {
+		after = predictionPoll // write the forecast once it is done
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }

@@ -24,6 +24,30 @@ import (
 type predictions struct {
 	mu   sync.Mutex
 	seen map[string]prediction
+	// running are the forecasts being computed, by rollout, with their
+	// point: a forecast runs beside the reconciles (it can take seconds
+	// over hundreds of pools), and the next reconcile writes it.
+	running map[string]string
+}
+
+// start marks a forecast at point as running; false when one is.
+func (p *predictions) start(name, point string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running == nil {
+		p.running = map[string]string{}
+	}
+	if _, busy := p.running[name]; busy {
+		return false
+	}
+	p.running[name] = point
+	return true
+}
+
+func (p *predictions) done(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.running, name)
 }
 
 // prediction is a forecast made, with the point it was made at.
@@ -78,24 +102,34 @@ func predictionPoint(st *nodepoolv1.FleetRolloutStatus) string {
 	return fmt.Sprintf("%s/%d/%d", st.Phase, st.CurrentWave, done)
 }
 
+// predictionPoll is how soon a rollout whose forecast is being computed is
+// looked at again, to write it.
+const predictionPoll = 2 * time.Second
+
 // predict fills status.predictedCompletion and each wave's predictedEnd
 // that has not completed: the scenario engine carries on the rollout from
 // its status and its members' states (members, as this reconcile leaves
 // them) over its pools as the cache holds them, each timed by its own
-// rollout history. A forecast that cannot be made (a history that cannot
-// be read) leaves the last one.
+// rollout history. The forecast runs in the background; until it is done
+// the status keeps the last one, and predict reports true (look again
+// soon). A forecast that cannot be made (a history that cannot be read)
+// leaves the last one.
 func (r *FleetRolloutReconciler) predict(ctx context.Context, fr *nodepoolv1.FleetRollout, byRef map[fleet.Ref]*nodepoolv1.NodePool,
-	members []nodepoolv1.FleetRolloutPool, store []fleet.Store, now time.Time) {
+	members []nodepoolv1.FleetRolloutPool, store []fleet.Store, now time.Time) bool {
 	st := &fr.Status
 	if terminal(fr) {
 		st.PredictedCompletion = nil
 		r.predicted.forget(fr.Name)
-		return
+		return false
 	}
 	point := predictionPoint(st)
-	if last, ok := r.predicted.last(fr.Name, point); ok {
+	last, ok := r.predicted.last(fr.Name, point)
+	if ok {
 		last.apply(st) // a status write refused keeps what was forecast
-		return
+		return false
+	}
+	if !r.predicted.start(fr.Name, point) {
+		return true
 	}
 	state := map[fleet.Ref]nodepoolv1.FleetRolloutPool{}
 	for _, m := range members {
@@ -106,7 +140,7 @@ func (r *FleetRolloutReconciler) predict(ctx context.Context, fr *nodepoolv1.Fle
 			state[s.Ref] = m
 		}
 	}
-	in := scenario.ForecastInput{Now: now, Fleet: &scenario.ForecastFleet{Name: fr.Name, Spec: fr.Spec, Status: st, Members: state}}
+	in := scenario.ForecastInput{Now: now, Fleet: &scenario.ForecastFleet{Name: fr.Name, Spec: *fr.Spec.DeepCopy(), Status: st.DeepCopy(), Members: state}}
 	for ref := range state {
 		pool, ok := byRef[ref]
 		if !ok {
@@ -115,7 +149,8 @@ func (r *FleetRolloutReconciler) predict(ctx context.Context, fr *nodepoolv1.Fle
 		past, err := listing.RecentRollouts(ctx, r.Client, pool)
 		if err != nil {
 			logr.FromContextOrDiscard(ctx).Info("no forecast of the fleet rollout: a pool's history cannot be read", "pool", ref.String(), "error", err.Error())
-			return
+			r.predicted.done(fr.Name)
+			return false
 		}
 		machines := pool.Status.DesiredReplicas
 		if machines == 0 {
@@ -128,18 +163,22 @@ func (r *FleetRolloutReconciler) predict(ctx context.Context, fr *nodepoolv1.Fle
 		in.Fleet.Pools = append(in.Fleet.Pools, ref)
 		in.Pools = append(in.Pools, fp)
 	}
-	fc := scenario.RunForecast(in)
-	v := prediction{point: point, waves: map[int32]*metav1.Time{}}
-	if fc.FleetEnd != nil {
-		t := metav1.NewTime(*fc.FleetEnd)
-		v.completion = &t
-	}
-	for _, w := range fc.Waves {
-		if w.End != nil {
-			t := metav1.NewTime(*w.End)
-			v.waves[w.Wave] = &t
+	name := fr.Name
+	go func() {
+		defer r.predicted.done(name)
+		fc := scenario.RunForecast(in)
+		v := prediction{point: point, waves: map[int32]*metav1.Time{}}
+		if fc.FleetEnd != nil {
+			t := metav1.NewTime(*fc.FleetEnd)
+			v.completion = &t
 		}
-	}
-	v.apply(st)
-	r.predicted.keep(fr.Name, v)
+		for _, w := range fc.Waves {
+			if w.End != nil {
+				t := metav1.NewTime(*w.End)
+				v.waves[w.Wave] = &t
+			}
+		}
+		r.predicted.keep(name, v)
+	}()
+	return true
 }

@@ -204,7 +204,7 @@ func (f *Fleet) State() string {
 // rolling, every machine up to date, no drift left for ApplyPending) for
 // over two hours is no longer waited for.
 func (w *World) checkFleets() []error {
-	if _, off := w.opts["FleetWavesComplete"]; off {
+	if _, off := w.opts["FleetWavesComplete"]; off || w.Quiet {
 		return nil
 	}
 	var errs []error

@@ -213,7 +213,7 @@ func RunForecast(in ForecastInput) Forecast {
 		s.CleanupGracePeriod = max(s.CleanupGracePeriod, w.Settings.CleanupGracePeriod)
 		w.Settings = s
 	}
-	w.BootDelay, w.AgentDelay, w.KeepGoing = settleBoot, settleBoot, true
+	w.BootDelay, w.AgentDelay, w.KeepGoing, w.Quiet = settleBoot, settleBoot, true, true
 	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
 	var entries []*forecastEntry
 	for _, fp := range in.Pools {
