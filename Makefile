@@ -108,6 +108,10 @@ image-verify: image ## Check that Debian's skopeo copy and containerd's import (
 release: ## Write a release into dist/ (make release VERSION=v0.1.0): nodepool.yaml pinned by digest, the Helm chart, image, plugin archives, krew manifest, checksums.
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/release $(DIST_FLAGS) --plugin-platforms $(PLUGIN_PLATFORMS)
 
+.PHONY: clusterctl-repository
+clusterctl-repository: ## Write nodepool as a local clusterctl provider repository (dist/clusterctl-repository; CLUSTERCTL_VERSION=v0.1.0) for clusterctl init --addon nodepool.
+	go run ./hack/clusterctl --out dist/clusterctl-repository --version $(or $(CLUSTERCTL_VERSION),v0.1.0) --image $(IMAGE_REPO):$(VERSION)
+
 .PHONY: test
 test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every test against a real API server (builds what it needs).
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \

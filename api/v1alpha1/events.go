@@ -45,6 +45,12 @@ const (
 	EventRolloutHalted            = ReasonRolloutHalted
 	EventProgressDeadlineExceeded = ReasonProgressDeadlineExceeded
 	EventRollingBack              = ReasonRollingBack
+	// EventMachineDeploymentResumed (Warning): the pool's MachineDeployment
+	// was paused (spec.paused) by someone else, such as `clusterctl alpha
+	// rollout pause` where the admission policy
+	// nodepool-owns-machinedeployments is not installed; the controller
+	// resumed it. A pool pauses with `kubectl nodepool rollout pause`.
+	EventMachineDeploymentResumed = "MachineDeploymentResumed"
 )
 
 // Events of maintenance windows.

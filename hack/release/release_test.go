@@ -67,6 +67,15 @@ func TestRelease(t *testing.T) {
 		}
 	}
 
+	// The clusterctl components default to the pinned image.
+	comps, err := os.ReadFile(filepath.Join(out, dist.ClusterctlComponentsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := "${" + dist.VarImage + ":=" + want + "}"; !strings.Contains(string(comps), "image: "+img) {
+		t.Errorf("%s runs no %s", dist.ClusterctlComponentsFile, img)
+	}
+
 	// checksums.txt is what sha256sum -c reads, and covers every asset.
 	sums := map[string]string{}
 	f, err := os.Open(filepath.Join(out, "checksums.txt"))
@@ -86,7 +95,7 @@ func TestRelease(t *testing.T) {
 	}
 	_ = f.Close()
 	for _, name := range []string{"nodepool.yaml", "nodepool-cert-manager.yaml", "nodepool-0.0.0-test.1.tgz", "nodepool-image.oci.tar", "nodepool-image-linux-amd64.tar", "kubectl-nodepool_linux_amd64.tar.gz", "krew/nodepool.yaml",
-		dist.Observability.Manifest, dist.Observability.Rules, dist.Observability.Dashboard} {
+		dist.Observability.Manifest, dist.Observability.Rules, dist.Observability.Dashboard, dist.ClusterctlComponentsFile, dist.ClusterctlMetadataFile} {
 		if sums[name] == "" {
 			t.Errorf("checksums.txt has no %s", name)
 		}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -343,6 +344,11 @@ func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv
 	}
 	if err := r.Client.Patch(ctx, md, patchFrom(pool, w.md, w.md.Spec.Replicas, md.Spec.Replicas)); err != nil {
 		return fmt.Errorf("patching MachineDeployment: %w", err)
+	}
+	if ptr.Deref(w.md.Spec.Paused, false) {
+		r.Recorder.Eventf(pool, md, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
+			"MachineDeployment %s was paused (spec.paused) outside the pool, which would hold its rollouts unseen; resumed it: pause the pool with `kubectl nodepool rollout pause %s -n %s`",
+			md.Name, pool.Name, pool.Namespace)
 	}
 	return nil
 }

@@ -73,6 +73,12 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 		}
 	}
 
+	// A pool pauses with spec.management.pausedUntil (`kubectl nodepool
+	// rollout pause`), recorded and reported. A paused MachineDeployment
+	// (`clusterctl alpha rollout pause` where the admission policy
+	// nodepool-owns-machinedeployments is not installed) would hold the
+	// pool's next rollout unseen, so the controller resumes it.
+	md.Spec.Paused = nil
 	if target != nil && target.RolloutAfter != nil {
 		md.Spec.Rollout.After = metav1.NewTime(*target.RolloutAfter)
 	}

@@ -115,3 +115,15 @@ func TestTheCanarysSurgeReachesTheMachineDeployment(t *testing.T) {
 		t.Errorf("after the canary maxSurge %v maxUnavailable %v, want the spec's 3 and 2", ru.MaxSurge, ru.MaxUnavailable)
 	}
 }
+
+// A MachineDeployment paused behind the pool's back (clusterctl alpha
+// rollout pause without the admission policy) is resumed: the pool's own
+// pause is spec.management.pausedUntil, and a paused MachineDeployment
+// would hold its next rollout unseen.
+func TestAPausedMachineDeploymentIsResumed(t *testing.T) {
+	md := &clusterv1.MachineDeployment{Spec: clusterv1.MachineDeploymentSpec{Paused: ptr.To(true)}}
+	desiredMachineDeployment(md, timeoutsPool(), nil)
+	if md.Spec.Paused != nil {
+		t.Errorf("spec.paused is %v after the controller's write, want it cleared", *md.Spec.Paused)
+	}
+}

@@ -31,6 +31,11 @@ var defaultObjects = []string{
 	"RoleBinding/nodepool-system/nodepool-controller",
 	"ValidatingAdmissionPolicy//nodepool-controller-writes",
 	"ValidatingAdmissionPolicyBinding//nodepool-controller-writes",
+	// A pool's MachineDeployment and MachineSets are the controller's.
+	"ValidatingAdmissionPolicy//nodepool-owns-machinedeployments",
+	"ValidatingAdmissionPolicyBinding//nodepool-owns-machinedeployments",
+	"ValidatingAdmissionPolicy//nodepool-owns-machinesets",
+	"ValidatingAdmissionPolicyBinding//nodepool-owns-machinesets",
 	"ValidatingAdmissionPolicy//nodepool-payload-server-writes",
 	"ValidatingAdmissionPolicyBinding//nodepool-payload-server-writes",
 	"Deployment/nodepool-system/nodepool-controller",

@@ -42,8 +42,8 @@ var Manifests = []struct{ Dir, File string }{
 	{"config/cert-manager", "nodepool-cert-manager.yaml"},
 }
 
-// Release builds the image, the manifests and the Helm chart pinned to its
-// digest, the observability pack (alerts and dashboard), the kubectl plugin
+// Release builds the image, the manifests, the clusterctl provider files
+// and the Helm chart pinned to its digest, the observability pack (alerts and dashboard), the kubectl plugin
 // archives and their krew manifest, and checksums.txt, into o.Image.Out.
 func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 	s := o.Image.Stamp
@@ -71,6 +71,12 @@ func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 		}
 		res.Files = append(res.Files, m.File)
 	}
+
+	files, err := writeClusterctlProvider(o.Image.Root, out, s, res.Pinned) // clusterctl.go
+	if err != nil {
+		return nil, err
+	}
+	res.Files = append(res.Files, files...)
 
 	pack, err := writeObservability(o.Image.Root, out, s.Version, s.Revision) // observability.go
 	if err != nil {
