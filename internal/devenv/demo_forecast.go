@@ -61,8 +61,7 @@ func (d *demo) forecast(ctx context.Context) error {
 			return err
 		}
 	}
-	d.begin("Forecast the next platform change, without applying it",
-		"another proxy image (management-config.yaml), rolled by a FleetRollout in waves [1, 100%] with a 10m soak (fleet-rollout.yaml):",
+	d.begin("Forecast the next platform change, without applying it (another proxy image; a FleetRollout in waves [1, 100%], soak 10m)",
 		"$ kubectl nodepool fleet forecast -n "+d.o.Namespace+" -f management-config.yaml --fleet-rollout fleet-rollout.yaml")
 	var out, errOut bytes.Buffer
 	code := cli.Run(ctx, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
