@@ -96,7 +96,11 @@ while one is) and when its pending drift reaches spec.management.maintenance.dri
 oldest pending change first), drift (most pending components first), cluster or
 version. -o json gives every row with the drift's times and digests. The last
 column names the fleet rollout the pool belongs to, with its wave and state
-(kubectl nodepool fleet rollout creates one).`,
+(kubectl nodepool fleet rollout creates one). RUNS-LATEST, for a pool with
+pending drift, is when it is forecast to run the latest platform payload: its
+fleet rollout wave's predicted end, or the rollout engine run in simulated time
+over its policy, windows, deadline, pause and history (never: not without
+action; kubectl nodepool fleet forecast says why).`,
 		Example: `  # Which pools across the fleet have waited longest for platform changes?
   kubectl nodepool fleet -A --sort-by drift-age
 
