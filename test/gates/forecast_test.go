@@ -20,6 +20,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/cli"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/test/stack"
 )
@@ -211,7 +212,8 @@ func TestAFleetRolloutsForecastIsWhatItThenDoes(t *testing.T) {
 		}
 		for _, p := range pools {
 			st.WaitForPool(t, p, fleetTimeout, fmt.Sprintf("restart %d complete", round), func(s stack.PoolState) bool {
-				return len(st.HistoryOf(t, p)) >= round+1 && stack.PoolSettled(1)(s)
+				h := st.HistoryOf(t, p)
+				return len(h) >= round+1 && h[len(h)-1].Outcome == history.OutcomeComplete && stack.PoolSettled(1)(s)
 			})
 		}
 	}
