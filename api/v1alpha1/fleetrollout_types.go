@@ -213,6 +213,12 @@ type FleetRolloutWave struct {
 	// next wave starts soak later.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// predictedEnd is when the wave is forecast to complete (the rollout
+	// engine and the fleet decision run in simulated time over its pools,
+	// timed by each pool's rollout history), updated as waves finish;
+	// unset when it is not forecast to complete without action.
+	// +optional
+	PredictedEnd *metav1.Time `json:"predictedEnd,omitempty"`
 }
 
 // FleetRolloutStatus is what the controller did.
@@ -233,6 +239,16 @@ type FleetRolloutStatus struct {
 	// completedAt is when the rollout completed or was cancelled.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// predictedCompletion is when the rollout is forecast to complete:
+	// its remaining waves carried out in simulated time by the rollout
+	// engine and the fleet decision over its pools (their windows,
+	// exclusions, deadlines, pauses, health gates, and durations from
+	// each pool's rollout history; kubectl nodepool fleet forecast shows
+	// the same per pool). Computed when the rollout starts and each time
+	// a wave completes; unset while it is not forecast to complete within
+	// 60 days without action (a pool held for good, a halt).
+	// +optional
+	PredictedCompletion *metav1.Time `json:"predictedCompletion,omitempty"`
 	// haltedAt is when a stop condition halted the rollout; it stays
 	// halted until spec.resumedAt is after it.
 	// +optional

@@ -240,6 +240,10 @@ func (in *FleetRolloutStatus) DeepCopyInto(out *FleetRolloutStatus) {
 		in, out := &in.CompletedAt, &out.CompletedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.PredictedCompletion != nil {
+		in, out := &in.PredictedCompletion, &out.PredictedCompletion
+		*out = (*in).DeepCopy()
+	}
 	if in.HaltedAt != nil {
 		in, out := &in.HaltedAt, &out.HaltedAt
 		*out = (*in).DeepCopy()
@@ -286,6 +290,10 @@ func (in *FleetRolloutWave) DeepCopyInto(out *FleetRolloutWave) {
 	}
 	if in.CompletedAt != nil {
 		in, out := &in.CompletedAt, &out.CompletedAt
+		*out = (*in).DeepCopy()
+	}
+	if in.PredictedEnd != nil {
+		in, out := &in.PredictedEnd, &out.PredictedEnd
 		*out = (*in).DeepCopy()
 	}
 }

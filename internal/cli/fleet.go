@@ -47,6 +47,12 @@ type FleetRow struct {
 	// RolloutUnhealthy is the reason of a False RolloutHealthy condition
 	// (RolloutHalted, RollingBack, ProgressDeadlineExceeded), "" otherwise.
 	RolloutUnhealthy string `json:"rolloutUnhealthy,omitempty"`
+	// RunsLatestAt is, for a pool with pending drift, when it is forecast
+	// to run the latest platform payload (fleet_predicted.go), nil when
+	// never without action; RunsLatest says how (now, window, deadline,
+	// pause-end, fleet ... wave N, never: why).
+	RunsLatestAt *time.Time `json:"runsLatestAt,omitempty"`
+	RunsLatest   string     `json:"runsLatest,omitempty"`
 }
 
 // FleetDrift is one pending platform component of a pool.
@@ -90,7 +96,11 @@ while one is) and when its pending drift reaches spec.management.maintenance.dri
 oldest pending change first), drift (most pending components first), cluster or
 version. -o json gives every row with the drift's times and digests. The last
 column names the fleet rollout the pool belongs to, with its wave and state
-(kubectl nodepool fleet rollout creates one).`,
+(kubectl nodepool fleet rollout creates one). RUNS-LATEST, for a pool with
+pending drift, is when it is forecast to run the latest platform payload: its
+fleet rollout wave's predicted end, or the rollout engine run in simulated time
+over its policy, windows, deadline, pause and history (never: not without
+action; kubectl nodepool fleet forecast says why).`,
 		Example: `  # Which pools across the fleet have waited longest for platform changes?
   kubectl nodepool fleet -A --sort-by drift-age
 
@@ -156,6 +166,9 @@ func (o *Options) fleet(ctx context.Context, pendingOnly bool) ([]FleetRow, erro
 			rows[i].FleetRollout = m
 		}
 	}
+	if err := o.runsLatest(ctx, c, o.now(), rows, list.Items); err != nil {
+		return nil, err
+	}
 	return rows, nil
 }
 
@@ -204,6 +217,13 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 	if fleets {
 		t.header = append(t.header, "FLEET-ROLLOUT")
 	}
+	latest := false // the forecast column when a pool has pending drift
+	for _, r := range rows {
+		latest = latest || r.RunsLatest != ""
+	}
+	if latest {
+		t.header = append(t.header, "RUNS-LATEST")
+	}
 	for _, r := range rows {
 		var drift []string
 		for _, d := range r.Drift {
@@ -232,6 +252,9 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 		if fleets {
 			row = append(row, or(r.FleetRollout, "-"))
 		}
+		if latest {
+			row = append(row, runsLatestCell(now, r))
+		}
 		t.add(row...)
 	}
 	return t
@@ -245,4 +268,18 @@ func withFleetRollouts(rows []FleetRow) bool {
 		}
 	}
 	return false
+}
+
+// runsLatestCell is when the pool is forecast to run the latest platform
+// payload: "-" when it does, "never" when not without action.
+func runsLatestCell(now time.Time, r FleetRow) string {
+	switch {
+	case r.RunsLatest == "":
+		return "-"
+	case strings.HasPrefix(r.RunsLatest, "unknown"):
+		return "unknown"
+	case r.RunsLatestAt == nil:
+		return "never"
+	}
+	return forecastTime(now, r.RunsLatestAt)
 }

@@ -146,7 +146,7 @@ them (pause, resume).`,
 		newApplyPendingCommand(o),
 	)
 	fleet := newFleetCommand(o)
-	fleet.AddCommand(newFleetRolloutCommand(o))
+	fleet.AddCommand(newFleetRolloutCommand(o), newFleetForecastCommand(o))
 	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), fleet, version.NewCommand())
 	return cmd
 }

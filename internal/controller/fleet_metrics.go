@@ -27,6 +27,10 @@ var (
 		"Seconds since a fleet rollout started (until it completed or was cancelled, for one that ended).",
 		[]string{"fleetrollout", "phase"}, nil)
 
+	fleetRolloutPredictedDesc = prometheus.NewDesc("nodepool_fleetrollout_predicted_completion_timestamp_seconds",
+		"When a fleet rollout in progress is forecast to complete (status.predictedCompletion), as a Unix time; absent while it is not forecast to complete without action.",
+		[]string{"fleetrollout"}, nil)
+
 	fleetMetrics     = &fleetCollector{}
 	fleetMetricsOnce sync.Once
 )
@@ -51,6 +55,7 @@ func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- fleetPendingDriftDesc
 	ch <- fleetRolloutPoolsDesc
 	ch <- fleetRolloutAgeDesc
+	ch <- fleetRolloutPredictedDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -88,6 +93,9 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 				end = fr.Status.CompletedAt.Time
 			}
 			ch <- prometheus.MustNewConstMetric(fleetRolloutAgeDesc, prometheus.GaugeValue, end.Sub(fr.Status.StartedAt.Time).Seconds(), fr.Name, string(fr.Status.Phase))
+		}
+		if pc := fr.Status.PredictedCompletion; pc != nil && !terminal(&fr) {
+			ch <- prometheus.MustNewConstMetric(fleetRolloutPredictedDesc, prometheus.GaugeValue, float64(pc.Unix()), fr.Name)
 		}
 	}
 }

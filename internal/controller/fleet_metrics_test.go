@@ -28,8 +28,9 @@ func TestFleetMetricsCountDriftPerComponentPoolsPerWaveStateAndTheRolloutsAge(t 
 		return p
 	}
 	started := metav1.NewTime(t0.Add(-90 * time.Second))
+	predicted := metav1.NewTime(t0.Add(3 * time.Hour))
 	fr := &nodepoolv1.FleetRollout{ObjectMeta: metav1.ObjectMeta{Name: "proxy-fix"}, Status: nodepoolv1.FleetRolloutStatus{
-		Phase: nodepoolv1.FleetPhaseProgressing, StartedAt: &started,
+		Phase: nodepoolv1.FleetPhaseProgressing, StartedAt: &started, PredictedCompletion: &predicted,
 		Waves: []nodepoolv1.FleetRolloutWave{{Wave: 1, Pools: 1, Done: 1}, {Wave: 2, Pools: 3, Rolling: 2, Waiting: 1}},
 	}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(
@@ -48,8 +49,12 @@ nodepool_fleet_pools_pending_drift{component="pull-secret"} 1
 # HELP nodepool_fleetrollout_started_seconds Seconds since a fleet rollout started (until it completed or was cancelled, for one that ended).
 # TYPE nodepool_fleetrollout_started_seconds gauge
 nodepool_fleetrollout_started_seconds{fleetrollout="proxy-fix",phase="Progressing"} 90
+# HELP nodepool_fleetrollout_predicted_completion_timestamp_seconds When a fleet rollout in progress is forecast to complete (status.predictedCompletion), as a Unix time; absent while it is not forecast to complete without action.
+# TYPE nodepool_fleetrollout_predicted_completion_timestamp_seconds gauge
+nodepool_fleetrollout_predicted_completion_timestamp_seconds{fleetrollout="proxy-fix"} 1.79613e+09
 `
-	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "nodepool_fleet_pools_pending_drift", "nodepool_fleetrollout_started_seconds"); err != nil {
+	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "nodepool_fleet_pools_pending_drift", "nodepool_fleetrollout_started_seconds",
+		"nodepool_fleetrollout_predicted_completion_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
 	wantWaves := `

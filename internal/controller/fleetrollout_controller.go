@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +23,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
+	"nodepool.dev/nodepool/internal/fleet/selection"
 	"nodepool.dev/nodepool/internal/history"
 )
 
@@ -47,6 +47,9 @@ type FleetRolloutReconciler struct {
 	// expect holds the per-pool states written and not yet seen in the
 	// cache (see expectations.go).
 	expect expectations
+	// predicted remembers where each rollout's last forecast was made
+	// (fleetrollout_predict.go).
+	predicted predictions
 }
 
 // The fleet rollout controller's RBAC: it reads FleetRollouts and patches
@@ -169,6 +172,7 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	res := fleet.Decide(fleet.Input{Name: fr.Name, Spec: fr.Spec, Status: fr.Status, Generation: fr.Generation, Members: members, Pools: pools, Now: now})
 	fr.Status = res.Status
+	forecasting := r.predict(ctx, fr, byRef, members, res.Store, now)
 	if !equality.Semantic.DeepEqual(before.Status, fr.Status) {
 		if err := r.Client.Status().Patch(ctx, fr, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, err // nothing written to the pools: the next reconcile decides again
@@ -187,6 +191,9 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	after := r.Resync
 	if res.RequeueAfter > 0 && (after == 0 || res.RequeueAfter < after) {
 		after = res.RequeueAfter
+	}
+	if forecasting && (after == 0 || predictionPoll < after) {
+		after = predictionPoll // write the forecast once it is done
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -231,49 +238,13 @@ func (r *FleetRolloutReconciler) start(ctx context.Context, fr, before *nodepool
 }
 
 // selectPools lists the pools the selectors match, in the namespaces the
-// namespace selector matches.
+// namespace selector matches, uncached.
 func (r *FleetRolloutReconciler) selectPools(ctx context.Context, fr *nodepoolv1.FleetRollout) ([]fleet.Ref, error) {
-	poolSel, err := selector(fr.Spec.PoolSelector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.poolSelector: %w", err)
-	}
-	nsSel, err := selector(fr.Spec.NamespaceSelector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.namespaceSelector: %w", err)
-	}
 	var reader client.Reader = r.Client
 	if r.APIReader != nil {
 		reader = r.APIReader
 	}
-	var namespaces map[string]bool
-	if !nsSel.Empty() {
-		list := &corev1.NamespaceList{}
-		if err := reader.List(ctx, list, client.MatchingLabelsSelector{Selector: nsSel}); err != nil {
-			return nil, fmt.Errorf("listing namespaces: %w", err)
-		}
-		namespaces = map[string]bool{}
-		for _, ns := range list.Items {
-			namespaces[ns.Name] = true
-		}
-	}
-	list := &nodepoolv1.NodePoolList{}
-	if err := reader.List(ctx, list, client.MatchingLabelsSelector{Selector: poolSel}); err != nil {
-		return nil, fmt.Errorf("listing NodePools: %w", err)
-	}
-	var refs []fleet.Ref
-	for _, p := range list.Items {
-		if p.DeletionTimestamp.IsZero() && (namespaces == nil || namespaces[p.Namespace]) {
-			refs = append(refs, fleet.Ref{Namespace: p.Namespace, Name: p.Name})
-		}
-	}
-	return refs, nil
-}
-
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(s)
+	return selection.Pools(ctx, reader, fr)
 }
 
 // observe reads the members from the pools in the cache (their per-pool
@@ -465,6 +436,7 @@ func (r *FleetRolloutReconciler) writePool(ctx context.Context, fr *nodepoolv1.F
 // fleet rollout treats it as absent).
 func (r *FleetRolloutReconciler) forget(ctx context.Context, name string) error {
 	r.expect.forget(name)
+	r.predicted.forget(name)
 	list := &nodepoolv1.NodePoolList{}
 	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing NodePools: %w", err)

@@ -63,8 +63,9 @@ type demo struct {
 // Demo plays the narrated scenario against a running dev environment: a
 // pool of 3, platform drift that replaces nothing, a scale-up that matches
 // the running nodes, an owner change that rolls, a forced restart, the
-// rollout history, an InPlace pool updated without replacing machines, and
-// a drain a PodDisruptionBudget blocks.
+// rollout history, a forecast of the next platform change, a health gate,
+// an InPlace pool updated without replacing machines, and a drain a
+// PodDisruptionBudget blocks.
 func Demo(ctx context.Context, o DemoOptions, in io.Reader, out io.Writer) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -92,7 +93,7 @@ func Demo(ctx context.Context, o DemoOptions, in io.Reader, out io.Writer) error
 		return fmt.Errorf("the dev environment at %s does not answer (%v): is `make dev` running?", cfg.Host, err)
 	}
 	fmt.Fprintf(out, "nodepool demo: a NodePool %s on Cluster %s/%s (simulated machines), API server %s\n", o.Pool, o.Namespace, o.Cluster, cfg.Host)
-	for _, step := range []func(context.Context) error{d.reset, d.create, d.drift, d.scale, d.change, d.restart, d.history, d.healthGate, d.inPlace, d.drain} {
+	for _, step := range []func(context.Context) error{d.reset, d.create, d.drift, d.scale, d.change, d.restart, d.history, d.forecast, d.healthGate, d.inPlace, d.drain} {
 		if err := step(ctx); err != nil {
 			return err
 		}

@@ -257,7 +257,7 @@ func (p *Pool) applyNodeActions(plan rollout.Plan) {
 			p.w.Note("%s cordoned, draining", m.Name)
 		case rollout.StepRequest:
 			if m.Desired != a.Payload || m.Phase != nodepoolv1.UpdatePhaseUpdating {
-				m.AgentAt = now.Add(p.w.AgentDelay)
+				m.AgentAt = now.Add(p.agentDelay())
 				m.State = ""
 			}
 			m.Phase, m.Desired, m.RequestedAt = nodepoolv1.UpdatePhaseUpdating, a.Payload, now
@@ -297,4 +297,12 @@ func (p *Pool) runAgents() (bool, time.Time) {
 		p.w.Note("%s agent done on %s", m.Name, Short(m.Desired))
 	}
 	return changed, next
+}
+
+// agentDelay is how long its node agent takes to apply a payload.
+func (p *Pool) agentDelay() time.Duration {
+	if p.AgentDelay > 0 {
+		return p.AgentDelay
+	}
+	return p.w.AgentDelay
 }

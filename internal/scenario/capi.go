@@ -323,7 +323,11 @@ func (p *Pool) createMachine(set, ud, version string) *Machine {
 		}
 	}
 	if m.Payload != "" {
-		m.NodeAt = w.Now.Add(w.BootDelay)
+		boot := w.BootDelay
+		if p.BootDelay > 0 {
+			boot = p.BootDelay
+		}
+		m.NodeAt = w.Now.Add(boot)
 		p.scheduleHealth(m, m.NodeAt)
 	}
 	p.Machines = append(p.Machines, m)

@@ -18,8 +18,10 @@ type Fleet struct {
 	Name   string
 	Spec   nodepoolv1.FleetRolloutSpec
 	Status nodepoolv1.FleetRolloutStatus
-	// Pools are the names it selects.
+	// Pools are the names it selects (of pools in Namespace); Refs the
+	// pools it selects by namespace and name (AddFleetRefs).
 	Pools []string
+	Refs  []fleet.Ref
 	due   time.Time
 	watch bool
 	// settledSince is when each of its pools was first seen settled
@@ -29,9 +31,21 @@ type Fleet struct {
 
 // AddFleet starts a fleet rollout over the named pools.
 func (w *World) AddFleet(name string, spec nodepoolv1.FleetRolloutSpec, pools ...string) *Fleet {
-	f := &Fleet{w: w, Name: name, Spec: spec, Pools: pools, due: w.Now, settledSince: map[string]time.Time{}}
+	var refs []fleet.Ref
+	for _, n := range pools {
+		refs = append(refs, fleet.Ref{Namespace: Namespace, Name: n})
+	}
+	f := w.AddFleetRefs(name, spec, refs)
+	f.Pools = pools
+	return f
+}
+
+// AddFleetRefs starts a fleet rollout over the pools of refs (pools of
+// any namespace).
+func (w *World) AddFleetRefs(name string, spec nodepoolv1.FleetRolloutSpec, refs []fleet.Ref) *Fleet {
+	f := &Fleet{w: w, Name: name, Spec: spec, Refs: refs, due: w.Now, settledSince: map[string]time.Time{}}
 	w.fleets = append(w.fleets, f)
-	w.Note("fleet rollout %s started over %v", name, pools)
+	w.Note("fleet rollout %s started over %v", name, refs)
 	return f
 }
 
@@ -54,12 +68,14 @@ func (f *Fleet) reconcile() {
 		// As the controller's start: every selected pool keeps its wave
 		// in its annotation, then the status records the start.
 		var refs []fleet.Ref
-		for _, n := range f.Pools {
-			refs = append(refs, fleet.Ref{Namespace: Namespace, Name: n})
+		for _, r := range f.Refs {
+			if w.PoolIn(r.Namespace, r.Name) != nil {
+				refs = append(refs, r)
+			}
 		}
 		st, members := fleet.Start(refs, f.Spec.Waves, metav1.NewTime(w.Now))
 		for _, m := range members {
-			if p := w.Pool(m.Name); p != nil {
+			if p := w.PoolIn(m.Namespace, m.Name); p != nil {
 				p.setAnnotation(key, fleet.Encode(m))
 			}
 		}
@@ -71,7 +87,7 @@ func (f *Fleet) reconcile() {
 	pools := map[fleet.Ref]fleet.Pool{}
 	for _, sp := range members {
 		ref := fleet.RefOf(sp)
-		p := w.Pool(sp.Name)
+		p := w.PoolIn(sp.Namespace, sp.Name)
 		obs := fleet.Observe(p.Obj, w.Now)
 		if obs.Fleet != "" && obs.Fleet != f.Name && !w.drives(obs.Fleet) {
 			obs.Fleet = ""
@@ -99,12 +115,12 @@ func (f *Fleet) reconcile() {
 	res := fleet.Decide(fleet.Input{Name: f.Name, Spec: f.Spec, Status: f.Status, Generation: 1, Members: members, Pools: pools, Now: w.Now})
 	f.Status = res.Status
 	for _, st := range res.Store {
-		if p := w.Pool(st.Name); p != nil {
+		if p := w.PoolIn(st.Namespace, st.Name); p != nil {
 			p.setAnnotation(key, st.Value)
 		}
 	}
 	for _, t := range res.Triggers {
-		if p := w.Pool(t.Name); p != nil {
+		if p := w.PoolIn(t.Namespace, t.Name); p != nil {
 			p.setAnnotation(nodepoolv1.AnnotationApplyPending, t.At.UTC().Format(time.RFC3339))
 			p.setAnnotation(nodepoolv1.AnnotationFleetRollout, f.Name)
 			p.watch = true
@@ -114,7 +130,7 @@ func (f *Fleet) reconcile() {
 		}
 	}
 	for _, r := range res.Releases {
-		p := w.Pool(r.Name)
+		p := w.PoolIn(r.Namespace, r.Name)
 		if p == nil || p.Annotation(nodepoolv1.AnnotationFleetRollout) != f.Name {
 			continue
 		}
@@ -140,11 +156,11 @@ func (f *Fleet) reconcile() {
 }
 
 // members are the fleet rollout's pools with the state each keeps in its
-// annotation, in the order of f.Pools (a pool gone is no member).
+// annotation, in the order of f.Refs (a pool gone is no member).
 func (f *Fleet) members() []nodepoolv1.FleetRolloutPool {
 	var out []nodepoolv1.FleetRolloutPool
-	for _, n := range f.Pools {
-		p := f.w.Pool(n)
+	for _, r := range f.Refs {
+		p := f.w.PoolIn(r.Namespace, r.Name)
 		if p == nil {
 			continue
 		}
@@ -161,7 +177,7 @@ func (f *Fleet) view() []nodepoolv1.FleetRolloutPool {
 	pools := map[fleet.Ref]fleet.Pool{}
 	members := f.members()
 	for _, m := range members {
-		pools[fleet.RefOf(m)] = fleet.Observe(f.w.Pool(m.Name).Obj, f.w.Now)
+		pools[fleet.RefOf(m)] = fleet.Observe(f.w.PoolIn(m.Namespace, m.Name).Obj, f.w.Now)
 	}
 	return fleet.View(fleet.Input{Name: f.Name, Spec: f.Spec, Status: f.Status, Generation: 1, Members: members, Pools: pools, Now: f.w.Now})
 }
@@ -188,7 +204,7 @@ func (f *Fleet) State() string {
 // rolling, every machine up to date, no drift left for ApplyPending) for
 // over two hours is no longer waited for.
 func (w *World) checkFleets() []error {
-	if _, off := w.opts["FleetWavesComplete"]; off {
+	if _, off := w.opts["FleetWavesComplete"]; off || w.Quiet {
 		return nil
 	}
 	var errs []error
@@ -197,7 +213,7 @@ func (w *World) checkFleets() []error {
 			continue
 		}
 		for _, sp := range f.view() {
-			p := w.Pool(sp.Name)
+			p := w.PoolIn(sp.Namespace, sp.Name)
 			if p == nil || sp.State != nodepoolv1.FleetPoolRolling || sp.TriggeredAt == nil {
 				delete(f.settledSince, sp.Name)
 				continue

@@ -66,6 +66,10 @@ var Invariants = []Check{
 }
 
 func (w *World) check(p *Pool, in rollout.Input, plan rollout.Plan) []error {
+	if w.Quiet {
+		p.track.created, p.track.deleted, p.track.started = nil, nil, nil
+		return nil
+	}
 	c := &Context{W: w, P: p, In: in, Plan: plan, Created: p.track.created, Deleted: p.track.deleted, Started: p.track.started}
 	p.track.created, p.track.deleted, p.track.started = nil, nil, nil
 	var errs []error

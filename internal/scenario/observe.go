@@ -111,6 +111,12 @@ func (p *Pool) recentRollouts() []poolmath.PastRollout {
 			out = append(out, past)
 		}
 	}
+	for _, past := range p.Past {
+		if len(out) >= history.RecentLimit {
+			break
+		}
+		out = append(out, past)
+	}
 	return out
 }
 

@@ -122,6 +122,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // row appends a trace row when something happened or a pool's state
 // changed since the last row.
 func (w *World) row() {
+	if w.Quiet {
+		w.notes = nil
+		for _, p := range w.pools {
+			p.stepAction = ""
+		}
+		return
+	}
 	r := Row{At: w.Now, What: w.notes}
 	w.notes = nil
 	for _, p := range w.pools {

@@ -12,6 +12,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
 // Namespace of every modelled pool.
@@ -54,6 +55,9 @@ type World struct {
 	// StepLimit bounds the steps of a Run (a safety net, never reached
 	// by a model that waits for events).
 	StepLimit int
+	// Quiet keeps no trace and checks no invariant: a forecast's run,
+	// which the tests check against the traced, checked one.
+	Quiet bool
 	notes     []string
 }
 
@@ -99,6 +103,14 @@ type Pool struct {
 	DrainBlocked bool
 	// Draining are the deleting machines whose node Cluster API drains.
 	Draining []*Machine
+	// Past are finished rollouts from before the model (newest first), as
+	// the pool's history records them: the prediction of its rollout
+	// durations reads them after the model's own records.
+	Past []poolmath.PastRollout
+	// BootDelay is how long its machines take until their node registers
+	// (0: the world's BootDelay); AgentDelay how long its node agent takes
+	// to apply a payload in place (0: the world's AgentDelay).
+	BootDelay, AgentDelay time.Duration
 
 	// memory the controller keeps between reconciles (none the engine
 	// needs): the last plan, for the trace. Restart drops it.
@@ -200,10 +212,12 @@ func (m *Machine) NodeReady(now time.Time) bool {
 
 // PoolSpec is what AddPool starts a pool with.
 type PoolSpec struct {
-	Name     string
-	Replicas int32
-	Config   string
-	Version  string
+	Name string
+	// Namespace is the pool's namespace (default Namespace).
+	Namespace string
+	Replicas  int32
+	Config    string
+	Version   string
 	// Platform values (CompRenderer, CompProxyDefaults, CompPullSecret).
 	Platform map[inputs.Component]string
 	// Edit changes the NodePool's spec before the pool is added.
@@ -223,7 +237,10 @@ func (w *World) AddPool(s PoolSpec) *Pool {
 		plat[k] = v
 	}
 	obj := &nodepoolv1.NodePool{}
-	obj.Name, obj.Namespace, obj.Generation = s.Name, Namespace, 1
+	if s.Namespace == "" {
+		s.Namespace = Namespace
+	}
+	obj.Name, obj.Namespace, obj.Generation = s.Name, s.Namespace, 1
 	obj.CreationTimestamp = metav1.NewTime(w.Now)
 	obj.Labels = map[string]string{"fleet": "all"}
 	obj.Spec.ClusterName = "c"
@@ -238,14 +255,31 @@ func (w *World) AddPool(s PoolSpec) *Pool {
 		due: w.Now, watch: true}
 	p.track.init()
 	w.pools = append(w.pools, p)
-	sort.Slice(w.pools, func(i, j int) bool { return w.pools[i].Name < w.pools[j].Name })
+	sort.Slice(w.pools, func(i, j int) bool {
+		a, b := w.pools[i].Obj, w.pools[j].Obj
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
 	return p
 }
 
-// Pool returns the pool of that name (nil when none).
+// Pool returns the pool of that name (nil when none); the first by
+// namespace when pools of several namespaces share it.
 func (w *World) Pool(name string) *Pool {
 	for _, p := range w.pools {
 		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// PoolIn returns the pool of that namespace and name (nil when none).
+func (w *World) PoolIn(namespace, name string) *Pool {
+	for _, p := range w.pools {
+		if p.Name == name && p.Obj.Namespace == namespace {
 			return p
 		}
 	}

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+	"nodepool.dev/nodepool/internal/scenario"
+)
+
+// The forecast's table says per pool when it rolls and from what its
+// duration is known, then the fleet's shares, and names the pool that
+// never runs the change, with why.
+func TestTheForecastTableSaysWhenEachPoolRunsItAndWhichNeverWill(t *testing.T) {
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	pool := func(name string, policy nodepoolv1.ManagementUpdatePolicy) *nodepoolv1.NodePool {
+		p := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}
+		p.Spec.ClusterName, p.Spec.Replicas, p.Spec.Release.Version = "c", ptr.To[int32](3), "v1.36.3"
+		p.Spec.Management.ManagementUpdates = policy
+		return p
+	}
+	past := []poolmath.PastRollout{}
+	for _, took := range []time.Duration{9 * time.Minute, 12 * time.Minute, 15 * time.Minute} {
+		past = append(past, poolmath.PastRollout{Shape: poolmath.Shape{Machines: 3, Rounds: 3}, Took: took, Complete: true})
+	}
+	change := []scenario.ForecastChange{{Component: inputs.APIServerProxy}}
+	in := scenario.ForecastInput{Now: now, Horizon: 10 * 24 * time.Hour, Pools: []scenario.ForecastPool{
+		{Pool: pool("api", nodepoolv1.ManagementUpdatesRollout), Machines: 3, Past: past, Change: change},
+		{Pool: pool("legacy", nodepoolv1.ManagementUpdatesOnNextRollout), Machines: 3, Change: change},
+	}}
+	r := forecastResult(scenario.RunForecast(in))
+	var out bytes.Buffer
+	if err := printForecast(&Options{IOStreams: genericiooptions.IOStreams{Out: &out}}, r); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	t.Log(got)
+	for _, want := range []string{
+		"apiserver-proxy(pinned)", "now 2026-12-03 10:00Z", "12m (from 3 rollouts, 9m–15m)",
+		"Pools (2) running the new payload: 50% 2026-12-03 10:1", "100% never",
+		"Never without action: team-a/legacy: managementUpdates: OnNextRollout",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q", want)
+		}
+	}
+	if r.Pools[0].FromSettings || r.Pools[0].Samples != 3 || r.Pools[1].When != scenario.WhenNever || len(r.Summary.Never) != 1 {
+		t.Errorf("forecast %+v", r)
+	}
+}

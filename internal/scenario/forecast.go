@@ -1,0 +1,610 @@
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/rollout"
+	"nodepool.dev/nodepool/internal/rollout/poolmath"
+)
+
+// DefaultForecastHorizon is how far a forecast looks ahead: a pool that
+// has not run the new payload by then never will without action.
+const DefaultForecastHorizon = 60 * 24 * time.Hour
+
+// ForecastPool is one pool as the cluster holds it, for a forecast.
+type ForecastPool struct {
+	// Pool is the NodePool as stored: spec (policies, windows, deadline,
+	// health gate, pause), labels, annotations and status.
+	Pool *nodepoolv1.NodePool
+	// Machines is how many machines it runs (its desired count).
+	Machines int32
+	// Change lists the platform components whose latest digest differs
+	// from what its nodes run once the change is applied, with when the
+	// nodes first differed (its pending drift's since; zero: now). Empty
+	// when the change does not reach the pool.
+	Change []ForecastChange
+	// Past are its finished rollouts, newest first, as its history
+	// records them (listing.RecentRollouts): what its durations are
+	// predicted from.
+	Past []poolmath.PastRollout
+	// Halted is why the pool cannot roll without a person (its health
+	// gate halted its rollout), "" when it can.
+	Halted string
+}
+
+// ForecastChange is one platform component the change alters for a pool.
+type ForecastChange struct {
+	Component inputs.Component
+	Since     time.Time
+}
+
+// ForecastFleet is a FleetRollout the forecast carries out over the pools.
+type ForecastFleet struct {
+	Name  string
+	Spec  nodepoolv1.FleetRolloutSpec
+	Pools []fleet.Ref
+	// Status and Members are, for a fleet rollout under way, its status
+	// and each pool's state (its annotation): the forecast goes on from
+	// there. A pool triggered whose rollout has not completed is taken as
+	// triggered now (it errs long by what that rollout has done).
+	Status  *nodepoolv1.FleetRolloutStatus
+	Members map[fleet.Ref]nodepoolv1.FleetRolloutPool
+}
+
+// ChangesOf are the forecast changes of a pool's pending platform drift
+// rows (status.pendingManagementChanges, or a plan's).
+func ChangesOf(rows []nodepoolv1.PendingManagementChange) []ForecastChange {
+	var out []ForecastChange
+	for _, r := range rows {
+		c, err := inputs.ParseComponent(r.Component)
+		if err != nil || c.IsRollout() {
+			continue
+		}
+		out = append(out, ForecastChange{Component: c, Since: r.Since.Time})
+	}
+	return out
+}
+
+// ForecastInput is what a forecast runs from.
+type ForecastInput struct {
+	Now time.Time
+	// Horizon is how far it looks (0: DefaultForecastHorizon).
+	Horizon  time.Duration
+	Settings rollout.Settings
+	Pools    []ForecastPool
+	Fleet    *ForecastFleet
+}
+
+// When a pool's nodes run the new payload (PoolForecast.When).
+const (
+	WhenNoChange  = "no-change"     // the change does not reach it
+	WhenNow       = "now"           // its rollout starts at once
+	WhenWindow    = "window"        // at its next maintenance window
+	WhenDeadline  = "deadline"      // when its drift deadline is reached
+	WhenPause     = "pause-end"     // when its pause ends
+	WhenExclusion = "exclusion-end" // when a maintenance exclusion ends
+	WhenFleet     = "fleet"         // when its fleet rollout wave triggers it
+	WhenNever     = "never"         // not without action
+)
+
+// PoolForecast is what a forecast says of one pool.
+type PoolForecast struct {
+	Namespace string
+	Name      string
+	Machines  int32
+	// Components are the platform components the change alters, each
+	// with whether (and how) it reaches the running nodes.
+	Components []ComponentForecast
+	// Rolls is set when the change replaces (or updates) its nodes at all.
+	Rolls bool
+	When  string
+	// Start and End are when its rollout of the new payload starts and
+	// completes in the simulation (nil: not within the horizon).
+	Start, End *time.Time
+	// EndLow and EndHigh are Start plus the fastest and slowest
+	// predicted duration: how sure the end is.
+	EndLow, EndHigh *time.Time
+	Prediction      poolmath.Prediction
+	// Holds say what holds it now (paused, an exclusion, outside its
+	// windows, halted).
+	Holds []string
+	// Reason says why it never converges ("" when it does).
+	Reason string
+	// Wave is its fleet rollout wave (0: none).
+	Wave int32
+	// NodeTimes are when each of its nodes runs the new payload, in order.
+	NodeTimes []time.Time
+}
+
+// ComponentForecast is one changed component of a pool.
+type ComponentForecast struct {
+	Component string
+	Delivery  string
+	// Rolls: the running nodes get it by a rollout; else How says when
+	// they do (new nodes only, at the next owner change).
+	Rolls bool
+	How   string
+}
+
+// WaveForecast is when one wave of the fleet rollout starts and ends.
+type WaveForecast struct {
+	Wave       int32
+	Pools      int32
+	Start, End *time.Time
+}
+
+// Forecast is what the forecast says of the whole fleet.
+type Forecast struct {
+	Now     time.Time
+	Horizon time.Duration
+	Pools   []PoolForecast
+	Waves   []WaveForecast
+	// FleetEnd is when the fleet rollout completes (nil: not within the
+	// horizon, or no fleet rollout).
+	FleetEnd *time.Time
+	// PoolsAt and NodesAt are when 50%, 90% and 100% of the pools (of
+	// their nodes) run the new payload, keyed by percent; nil: never
+	// without action.
+	PoolsAt, NodesAt map[int]*time.Time
+	// Never are the pools that never run it without action.
+	Never []string
+	// Notes say where the forecast may differ from what happens.
+	Notes []string
+}
+
+// Percents the summary reports.
+var Percents = []int{50, 90, 100}
+
+// The model's components a real one is carried as: the engine treats a
+// management component by its delivery (pinned or fresh) only.
+func modelComponent(c inputs.Component) inputs.Component {
+	if c.IsFresh() {
+		return CompPullSecret
+	}
+	return CompProxyDefaults
+}
+
+// settle is how long before now the model creates the pools, so that
+// they run their current payload when the change comes.
+func settleLead(pools []ForecastPool, boot time.Duration) time.Duration {
+	lead := time.Hour
+	for _, fp := range pools {
+		if shape, ok := poolmath.ShapeOf(&fp.Pool.Spec, fp.Machines, fp.Machines); ok {
+			lead = max(lead, time.Hour+shape.Soak+time.Duration(shape.Rounds)*(boot+2*time.Minute))
+		}
+	}
+	return lead
+}
+
+// RunForecast runs the real engine (and fleet decision) over the pools in
+// simulated time from now: each pool is created in the model with its
+// spec, settled on its current payload, and at now the change is applied
+// (each changed component carried by a model component of its delivery,
+// with its drift's since), the pool's pause and maintenance settings
+// restored, its machines timed by its history's time per round
+// (poolmath.Predict; the declared settings when it is too short), and the
+// fleet rollout, if any, started. The world then runs to the horizon and
+// each pool's rollout of the latest payload is read from its history.
+func RunForecast(in ForecastInput) Forecast {
+	horizon := in.Horizon
+	if horizon <= 0 {
+		horizon = DefaultForecastHorizon
+	}
+	now := in.Now.UTC().Truncate(time.Second)
+	const settleBoot = time.Minute
+	w := New(now.Add(-settleLead(in.Pools, settleBoot)))
+	// The controller's settings, but never faster than the model's
+	// defaults where they only set a cadence (token rotation, resync,
+	// cleanup): a development controller's 30s resync over 60 days would
+	// be millions of steps, and none of them decides when a pool rolls.
+	if s := in.Settings; s.TokenTTL > 0 {
+		s.TokenTTL = max(s.TokenTTL, w.Settings.TokenTTL)
+		s.ResyncPeriod = max(s.ResyncPeriod, w.Settings.ResyncPeriod)
+		s.CleanupGracePeriod = max(s.CleanupGracePeriod, w.Settings.CleanupGracePeriod)
+		w.Settings = s
+	}
+	w.BootDelay, w.AgentDelay, w.KeepGoing, w.Quiet = settleBoot, settleBoot, true, true
+	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
+	var entries []*forecastEntry
+	for _, fp := range in.Pools {
+		spec := fp.Pool.Spec.DeepCopy()
+		replicas := fp.Machines
+		spec.Replicas, spec.AutoScaling = &replicas, nil
+		e := &forecastEntry{fp: fp, pause: spec.Management.PausedUntil, maint: spec.Management.Maintenance}
+		// Created and settled without its pause, windows and a forced
+		// rollout to come: they hold or start rollouts, not the pool's
+		// first machines, and apply from now. A rolloutAfter already past
+		// was carried out (or is under way, taken as done) in the cluster.
+		if ra := spec.Management.RolloutAfter; ra != nil && ra.After(now) {
+			e.rolloutAfter = ra.DeepCopy()
+		}
+		spec.Management.PausedUntil, spec.Management.Maintenance, spec.Management.RolloutAfter = "", nil, nil
+		labels := fp.Pool.Labels
+		e.p = w.AddPool(PoolSpec{Name: fp.Pool.Name, Namespace: fp.Pool.Namespace, Replicas: replicas, Version: spec.Release.Version,
+			Edit: func(np *nodepoolv1.NodePool) {
+				np.Spec = *spec
+				np.Labels = map[string]string{}
+				for k, v := range labels {
+					np.Labels[k] = v
+				}
+			}})
+		e.p.Past = fp.Past
+		if shape, ok := poolmath.ShapeOf(spec, replicas, replicas); ok {
+			e.pred = poolmath.Predict(shape, fp.Past)
+		}
+		entries = append(entries, e)
+	}
+	var fl *Fleet
+	w.At(now, "the change is applied", func(w *World) {
+		for _, e := range entries {
+			p := e.p
+			if got := len(p.Machines); got != int(e.fp.Machines) {
+				out.Notes = append(out.Notes, fmt.Sprintf("%s/%s: the model settled %d of its %d machines before the change", p.Obj.Namespace, p.Name, got, e.fp.Machines))
+			}
+			p.Obj.Spec.Management.PausedUntil, p.Obj.Spec.Management.Maintenance = e.pause, e.maint
+			p.Obj.Spec.Management.RolloutAfter = e.rolloutAfter
+			if e.fp.Halted != "" {
+				// Halted: nothing of it rolls until a person acts; a fleet
+				// rollout finds it held.
+				p.Obj.Spec.Management.PausedUntil = "true"
+			}
+			if per := perRound(e.pred); per > 0 {
+				p.BootDelay, p.AgentDelay = per, per
+			}
+			since := map[inputs.Component]time.Time{}
+			for _, ch := range e.fp.Change {
+				mc := modelComponent(ch.Component)
+				at := ch.Since
+				if at.IsZero() || at.After(now) {
+					at = now
+				}
+				if old, ok := since[mc]; !ok || at.Before(old) {
+					since[mc] = at
+				}
+			}
+			running := p.runningPayload()
+			for mc := range since {
+				p.Inputs.Platform[mc] = p.Inputs.value(mc) + "-new"
+			}
+			if running == nil {
+				continue
+			}
+			latest, _ := p.Latest()
+			p.Obj.Status.PendingManagementChanges = nil
+			for _, ch := range payload.Diff(running.Manifest, latest.Manifest) {
+				at, ok := since[ch.Component]
+				if !ok {
+					continue
+				}
+				p.Obj.Status.PendingManagementChanges = append(p.Obj.Status.PendingManagementChanges, nodepoolv1.PendingManagementChange{
+					Component: ch.Component.Name(), Since: metav1.NewTime(at), Current: ch.From, Desired: ch.To})
+			}
+		}
+		if in.Fleet != nil {
+			fl = w.AddFleetRefs(in.Fleet.Name, in.Fleet.Spec, in.Fleet.Pools)
+			if st := in.Fleet.Status; st != nil && st.StartedAt != nil {
+				fl.resume(*st, in.Fleet.Members)
+			}
+		}
+	})
+	w.At(now.Add(time.Second), "the forecast reads what holds each pool", func(w *World) {
+		for _, e := range entries {
+			e.first = e.p.LastPlan()
+		}
+	})
+	if err := w.Run(now.Add(horizon)); err != nil && len(w.Violations) == 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("the model stopped at %s: %v", w.Now.UTC().Format(time.RFC3339), err))
+	}
+	if len(w.Violations) > 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("the model found %d invariant violation(s), the first: %v", len(w.Violations), w.Violations[0]))
+	}
+	restart := in.Fleet != nil && in.Fleet.Spec.Action == nodepoolv1.FleetActionRestart
+	for _, e := range entries {
+		out.Pools = append(out.Pools, e.read(now, restart, fl))
+	}
+	if fl != nil {
+		for _, wv := range fl.Status.Waves {
+			wf := WaveForecast{Wave: wv.Wave, Pools: wv.Pools}
+			if wv.StartedAt != nil {
+				wf.Start = timePtr(wv.StartedAt.Time)
+			}
+			if wv.CompletedAt != nil {
+				wf.End = timePtr(wv.CompletedAt.Time)
+			}
+			out.Waves = append(out.Waves, wf)
+		}
+		if fl.Status.Phase == nodepoolv1.FleetPhaseComplete && fl.Status.CompletedAt != nil {
+			out.FleetEnd = timePtr(fl.Status.CompletedAt.Time)
+		}
+	}
+	out.summarize()
+	return out
+}
+
+// perRound is the time per round a prediction assumes: what the model's
+// machines take to boot (or update in place).
+func perRound(p poolmath.Prediction) time.Duration {
+	if p.Shape.Rounds <= 0 {
+		return 0
+	}
+	return max((p.Likely-p.Shape.Soak)/time.Duration(p.Shape.Rounds), 30*time.Second)
+}
+
+func timePtr(t time.Time) *time.Time { t = t.UTC(); return &t }
+
+// forecastEntry is one pool of a forecast's model.
+type forecastEntry struct {
+	fp    ForecastPool
+	p     *Pool
+	pause string
+	maint *nodepoolv1.Maintenance
+	// rolloutAfter is a forced rollout still to come.
+	rolloutAfter *metav1.Time
+	pred         poolmath.Prediction
+	// first is the pool's plan at the change: what holds it then.
+	first *rollout.Plan
+}
+
+// runningPayload is the payload the pool's machines run.
+func (p *Pool) runningPayload() *payload.Payload {
+	var ud string
+	switch {
+	case p.MD != nil:
+		ud = p.MD.DataSecretName
+	case p.MS != nil:
+		ud = p.MS.DataSecretName
+	}
+	u, ok := p.UserData[ud]
+	if !ok {
+		return nil
+	}
+	return p.Payloads[u.PayloadHash]
+}
+
+// read is what the run says of one pool: the first rollout of the latest
+// payload (for a restart, the first forced one) that started at or after
+// now, when it started and completed, and what held the pool at now.
+func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecast {
+	p, obj := e.p, e.p.Obj
+	f := PoolForecast{Namespace: obj.Namespace, Name: obj.Name, Machines: e.fp.Machines, Prediction: e.pred}
+	policy := obj.Spec.Management.ManagementUpdates
+	if policy == "" {
+		policy = nodepoolv1.ManagementUpdatesOnNextRollout
+	}
+	for _, ch := range e.fp.Change {
+		c := ComponentForecast{Component: ch.Component.Name(), Delivery: string(ch.Component.Delivery()), Rolls: true}
+		switch {
+		case policy == nodepoolv1.ManagementUpdatesRollout:
+			c.How = "rolls the nodes (managementUpdates: Rollout)"
+		case policy == nodepoolv1.ManagementUpdatesNewNodes:
+			c.Rolls, c.How = false, "new nodes boot it; running nodes at the next rollout (managementUpdates: NewNodes)"
+		case ch.Component.IsFresh():
+			c.Rolls, c.How = false, "new nodes boot it (fresh); running nodes at the next rollout (managementUpdates: OnNextRollout)"
+		default:
+			c.Rolls, c.How = false, "at the next rollout (managementUpdates: OnNextRollout)"
+		}
+		f.Components = append(f.Components, c)
+	}
+	if fl != nil {
+		if m, ok, err := fleet.MemberOf(obj, fl.Name); ok && err == nil {
+			f.Wave = m.Wave
+		}
+	}
+	f.Holds = e.holds(now)
+	if e.fp.Halted != "" {
+		f.When, f.Reason = WhenNever, "halted: "+e.fp.Halted+" (kubectl nodepool rollout resume, or an owner change)"
+		return f
+	}
+	if len(e.fp.Change) == 0 && !(restart && f.Wave > 0) {
+		f.When = WhenNoChange
+		f.Start, f.End = timePtr(now), timePtr(now)
+		return f
+	}
+	latest, _ := p.Latest()
+	var rec *Record
+	for i := range p.History {
+		r := &p.History[i]
+		if r.Started.Before(now) {
+			continue
+		}
+		if restart && (r.ForcedAt == nil || r.ForcedAt.Before(now)) {
+			continue
+		}
+		if !restart && r.PayloadHash != latest.Hash {
+			continue
+		}
+		if rec == nil {
+			rec = r
+		}
+		if r.Outcome == OutcomeComplete {
+			rec = r
+			break
+		}
+	}
+	if rec != nil {
+		f.Rolls = true
+		f.Start = timePtr(rec.Started)
+		switch {
+		case strings.HasPrefix(string(rec.Initiator), nodepoolv1.FleetRolloutInitiatorPrefix):
+			f.When = WhenFleet
+		case strings.Contains(strings.ToLower(rec.Reason), "deadline"):
+			f.When = WhenDeadline
+		case rec.Started.Sub(now) < 2*time.Minute:
+			f.When = WhenNow
+		case e.exclusionEndsAt(rec.Started):
+			f.When = WhenExclusion
+		case e.maint != nil && len(e.maint.Windows) > 0:
+			f.When = WhenWindow
+		default:
+			f.When = WhenPause
+		}
+		if e.pred.Shape.Rounds > 0 {
+			f.EndLow, f.EndHigh = timePtr(rec.Started.Add(e.pred.Low)), timePtr(rec.Started.Add(e.pred.High))
+		}
+		if rec.Outcome == OutcomeComplete && rec.Completed != nil {
+			f.End = timePtr(*rec.Completed)
+			for _, m := range p.Machines {
+				at := m.NodeAt
+				if p.InPlace() {
+					at = m.UpdatedAt
+				}
+				if m.Payload == rec.PayloadHash && !at.Before(rec.Started) {
+					f.NodeTimes = append(f.NodeTimes, at.UTC())
+				}
+			}
+			sort.Slice(f.NodeTimes, func(i, j int) bool { return f.NodeTimes[i].Before(f.NodeTimes[j]) })
+			for len(f.NodeTimes) < int(f.Machines) {
+				f.NodeTimes = append(f.NodeTimes, *f.End)
+			}
+			return f
+		}
+	}
+	f.When = WhenNever
+	switch {
+	case f.Wave > 0 && rec == nil && fl != nil && fl.Status.Phase != nodepoolv1.FleetPhaseComplete:
+		f.Reason = fmt.Sprintf("its FleetRollout %s does not trigger it: %s", fl.Name, fl.Status.Message)
+	case rec != nil:
+		f.Reason = fmt.Sprintf("its rollout starts %s but does not complete within %s", rec.Started.UTC().Format(time.RFC3339), durationWords(e.horizon(now)))
+	case policy != nodepoolv1.ManagementUpdatesRollout && !restart && (e.maint == nil || e.maint.DriftDeadline == nil) && f.Wave == 0:
+		f.Reason = fmt.Sprintf("managementUpdates: %s: the running nodes keep what they run until an owner change or kubectl nodepool rollout apply-pending", policy)
+	case e.first != nil && e.first.Decision.Pause.Paused && e.first.Decision.Pause.Until.IsZero():
+		f.Reason = "paused until someone resumes it (spec.management.pausedUntil: " + e.pause + ")"
+	default:
+		f.Reason = "does not run it within " + durationWords(e.horizon(now))
+	}
+	return f
+}
+
+// exclusionEndsAt reports whether one of the pool's exclusions ends just
+// before t (the rollout waited for it).
+func (e *forecastEntry) exclusionEndsAt(t time.Time) bool {
+	if e.maint == nil {
+		return false
+	}
+	for _, x := range e.maint.Exclusions {
+		if d := t.Sub(x.End.Time); d >= 0 && d < 2*time.Minute {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *forecastEntry) horizon(now time.Time) time.Duration { return e.p.w.Now.Sub(now) }
+
+// holds are what holds the pool at the change.
+func (e *forecastEntry) holds(now time.Time) []string {
+	var out []string
+	if e.fp.Halted != "" {
+		out = append(out, "halted")
+	}
+	if e.first == nil {
+		return out
+	}
+	d := e.first.Decision
+	if d.Pause.Paused && e.fp.Halted == "" {
+		if d.Pause.Until.IsZero() {
+			out = append(out, "paused")
+		} else {
+			out = append(out, "paused until "+d.Pause.Until.UTC().Format(time.RFC3339))
+		}
+	}
+	if win := d.Window; win != nil {
+		g := win.Platform
+		switch {
+		case g.Exclusion != "":
+			out = append(out, fmt.Sprintf("exclusion %s until %s", g.Exclusion, g.Allowed.Start.UTC().Format(time.RFC3339)))
+		case !g.Open && g.Found:
+			out = append(out, "outside its windows until "+g.Allowed.Start.UTC().Format(time.RFC3339))
+			// An exclusion that closes the windows before then.
+			for _, x := range e.maint.Exclusions {
+				if x.End.After(now) && x.Start.Time.Before(g.Allowed.Start) {
+					out = append(out, fmt.Sprintf("exclusion %s until %s", x.Name, x.End.UTC().Format(time.RFC3339)))
+				}
+			}
+		}
+		if !win.DriftDeadline.IsZero() {
+			out = append(out, "drift deadline "+win.DriftDeadline.UTC().Format(time.RFC3339))
+		}
+	}
+	_ = now
+	return out
+}
+
+// summarize fills the fleet summary: the time by which each percent of
+// the pools and of their nodes run the new payload, and the pools that
+// never will.
+func (f *Forecast) summarize() {
+	var ends, nodes []time.Time
+	total := 0
+	for _, p := range f.Pools {
+		total += int(p.Machines)
+		if p.End == nil {
+			f.Never = append(f.Never, p.Namespace+"/"+p.Name)
+			continue
+		}
+		ends = append(ends, *p.End)
+		if p.When == WhenNoChange {
+			for range p.Machines {
+				nodes = append(nodes, *p.End)
+			}
+			continue
+		}
+		nodes = append(nodes, p.NodeTimes...)
+	}
+	at := func(ts []time.Time, n, pct int) *time.Time {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+		k := int(math.Ceil(float64(n) * float64(pct) / 100))
+		if k == 0 {
+			return timePtr(f.Now)
+		}
+		if k > len(ts) {
+			return nil
+		}
+		return timePtr(ts[k-1])
+	}
+	for _, pct := range Percents {
+		f.PoolsAt[pct] = at(ends, len(f.Pools), pct)
+		f.NodesAt[pct] = at(nodes, total, pct)
+	}
+}
+
+// durationWords is a duration in days and hours.
+func durationWords(d time.Duration) string {
+	if d >= 48*time.Hour {
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+	return d.Round(time.Minute).String()
+}
+
+// resume carries on a fleet rollout under way: its status, and each
+// pool's state on the pool; a pool triggered whose part is not over is
+// triggered again now.
+func (f *Fleet) resume(st nodepoolv1.FleetRolloutStatus, members map[fleet.Ref]nodepoolv1.FleetRolloutPool) {
+	w := f.w
+	f.Status = *st.DeepCopy()
+	key := nodepoolv1.FleetRolloutPoolAnnotation(f.Name)
+	for ref, m := range members {
+		p := w.PoolIn(ref.Namespace, ref.Name)
+		if p == nil {
+			continue
+		}
+		if m.TriggeredAt != nil && (m.State == nodepoolv1.FleetPoolRolling || m.State == nodepoolv1.FleetPoolTakenOver) {
+			at := metav1.NewTime(w.Now)
+			m.TriggeredAt, m.State, m.Revision = &at, nodepoolv1.FleetPoolRolling, 0
+			p.setAnnotation(nodepoolv1.AnnotationApplyPending, w.Now.UTC().Format(time.RFC3339))
+			p.setAnnotation(nodepoolv1.AnnotationFleetRollout, f.Name)
+		}
+		p.setAnnotation(key, fleet.Encode(m))
+	}
+	f.due = w.Now
+}

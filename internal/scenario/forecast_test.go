@@ -1,0 +1,265 @@
+package scenario
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
+	"nodepool.dev/nodepool/internal/inputs"
+)
+
+// forecastOf is what the CLI hands the forecast for a pool of the world
+// at now: its object, machines and history, and the change (the pinned
+// proxy defaults), its drift's since as the pool's status has it.
+func forecastOf(p *Pool) ForecastPool {
+	fp := ForecastPool{Pool: p.Obj.DeepCopy(), Machines: int32(len(p.Machines)), Past: p.recentRollouts()}
+	since := time.Time{}
+	for _, row := range p.Obj.Status.PendingManagementChanges {
+		since = row.Since.Time
+	}
+	fp.Change = []ForecastChange{{Component: inputs.ProxyDefaults, Since: since}}
+	return fp
+}
+
+// withHistory settles a pool and gives it three owner rollouts whose
+// machines boot in boot.
+func withHistory(t *testing.T, w *World, s PoolSpec, boot time.Duration) *Pool {
+	t.Helper()
+	p := settleNew(t, w, s)
+	w.BootDelay = boot
+	for i := 2; i <= 4; i++ {
+		c := fmt.Sprintf("c%d", i)
+		w.After(time.Duration(i-1)*time.Hour, "owner edits the config to "+c, func(*World) { p.Inputs.Config = c })
+	}
+	return p
+}
+
+// firstRollout is the first complete rollout of the pool started at or
+// after from.
+func firstRollout(p *Pool, from time.Time) *Record {
+	for i := range p.History {
+		r := &p.History[i]
+		if !r.Started.Before(from) && r.Outcome == OutcomeComplete {
+			return r
+		}
+	}
+	return nil
+}
+
+// The forecast of a platform change over pools with different policies,
+// windows in several time zones, an exclusion, a drift deadline and a
+// pause says when each pool's rollout starts and ends; the simulated
+// fleet then does it: every rollout starts within 2 minutes of the
+// forecast, and ends within the predicted spread (fastest–slowest time
+// per round of the pool's history) widened by 5 minutes. The pools that
+// never run it (NewNodes, OnNextRollout without a deadline) do not.
+func TestTheForecastOfAPlatformChangeIsWhatTheFleetThenDoes(t *testing.T) {
+	w := New(t0)
+	daily := func(at string, zone string) []nodepoolv1.MaintenanceWindow {
+		return []nodepoolv1.MaintenanceWindow{{Schedule: "0 " + at + " * * *", Duration: metav1.Duration{Duration: 3 * time.Hour}, TimeZone: zone}}
+	}
+	spec := func(name string, policy nodepoolv1.ManagementUpdatePolicy, edit func(*nodepoolv1.NodePool)) PoolSpec {
+		return PoolSpec{Name: name, Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.ManagementUpdates = policy
+			if edit != nil {
+				edit(np)
+			}
+		}}
+	}
+	pools := []*Pool{
+		withHistory(t, w, spec("now", nodepoolv1.ManagementUpdatesRollout, nil), 4*time.Minute),
+		withHistory(t, w, spec("tokyo", nodepoolv1.ManagementUpdatesRollout, func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: daily("2", "Asia/Tokyo")}
+			np.Spec.Management.Health = health(1, 10*time.Minute, 2*time.Minute, nodepoolv1.FailurePolicyHalt)
+		}), 5*time.Minute),
+		withHistory(t, w, spec("excluded", nodepoolv1.ManagementUpdatesRollout, func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: daily("20", "America/New_York"),
+				Exclusions: []nodepoolv1.MaintenanceExclusion{{Name: "freeze", Start: metav1.NewTime(t0.Add(8 * time.Hour)), End: metav1.NewTime(t0.Add(36 * time.Hour))}}}
+		}), 3*time.Minute),
+		withHistory(t, w, spec("deadline", nodepoolv1.ManagementUpdatesOnNextRollout, func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: daily("1", "UTC"), DriftDeadline: &metav1.Duration{Duration: 48 * time.Hour}}
+		}), 4*time.Minute),
+		withHistory(t, w, spec("paused", nodepoolv1.ManagementUpdatesRollout, nil), 2*time.Minute),
+		settleNew(t, w, spec("young", nodepoolv1.ManagementUpdatesRollout, nil)),
+		withHistory(t, w, spec("newnodes", nodepoolv1.ManagementUpdatesNewNodes, nil), 4*time.Minute),
+		withHistory(t, w, spec("onnext", nodepoolv1.ManagementUpdatesOnNextRollout, nil), 4*time.Minute),
+	}
+	run(t, w, 5*time.Hour)
+	w.After(0, "the owner pauses a pool", func(*World) {
+		w.Pool("paused").Obj.Spec.Management.PausedUntil = w.Now.Add(20 * time.Hour).Format(time.RFC3339)
+	})
+	run(t, w, time.Minute)
+	now := w.Now
+	var in ForecastInput
+	in.Now, in.Horizon = now, 10*24*time.Hour
+	for _, p := range pools {
+		in.Pools = append(in.Pools, forecastOf(p))
+	}
+	fc := RunForecast(in)
+	w.After(0, "the platform changes the proxy defaults", func(*World) {
+		for _, p := range pools {
+			p.Inputs.Platform[CompProxyDefaults] = "p2"
+		}
+	})
+	run(t, w, in.Horizon)
+	for i, p := range pools {
+		f := fc.Pools[i]
+		got := firstRollout(p, now)
+		t.Logf("%s: %s start %v end %v (%v–%v) holds %v %s; took %v", p.Name, f.When, f.Start, f.End, f.EndLow, f.EndHigh, f.Holds, f.Reason, got)
+		if f.End == nil {
+			if got != nil {
+				t.Errorf("%s: forecast never (%s), the fleet rolled it at %s", p.Name, f.Reason, got.Started)
+			}
+			continue
+		}
+		if got == nil {
+			t.Errorf("%s: forecast to end at %s, the fleet never rolled it\n%s", p.Name, f.End, w.Trace())
+			continue
+		}
+		if d := got.Started.Sub(*f.Start); d < -2*time.Minute || d > 2*time.Minute {
+			t.Errorf("%s: forecast to start at %s, started at %s", p.Name, f.Start, got.Started)
+		}
+		if f.Prediction.FromSettings {
+			// Too short a history: the declared settings, which err long.
+			if got.Completed.After(*f.End) {
+				t.Errorf("%s: forecast from the declared settings to end by %s, ended at %s", p.Name, f.End, got.Completed)
+			}
+			continue
+		}
+		if got.Completed.Before(f.EndLow.Add(-5*time.Minute)) || got.Completed.After(f.EndHigh.Add(5*time.Minute)) {
+			t.Errorf("%s: forecast to end %s–%s, ended at %s", p.Name, f.EndLow, f.EndHigh, got.Completed)
+		}
+	}
+	want := map[string]string{"now": WhenNow, "tokyo": WhenWindow, "excluded": WhenWindow, "deadline": WhenDeadline, "paused": WhenPause, "young": WhenNow, "newnodes": WhenNever, "onnext": WhenNever}
+	for _, f := range fc.Pools {
+		if f.When != want[f.Name] {
+			t.Errorf("%s: forecast %s, want %s", f.Name, f.When, want[f.Name])
+		}
+	}
+	if !strings.Contains(strings.Join(fc.Pools[2].Holds, ";"), "exclusion freeze") {
+		t.Errorf("excluded: holds %v, want the exclusion", fc.Pools[2].Holds)
+	}
+	if !strings.HasPrefix(strings.Join(fc.Pools[4].Holds, ";"), "paused until") {
+		t.Errorf("paused: holds %v, want the pause", fc.Pools[4].Holds)
+	}
+	if young := fc.Pools[5]; !young.Prediction.FromSettings || young.Prediction.Short != 0 {
+		t.Errorf("young: prediction %+v, want from the declared settings (no rollout to go by)", young.Prediction)
+	}
+	if fc.PoolsAt[100] != nil || fc.PoolsAt[50] == nil || len(fc.Never) != 2 {
+		t.Errorf("summary %v never %v: want half by a time, never all, two pools never", fc.PoolsAt, fc.Never)
+	}
+}
+
+// A FleetRollout's forecast says when each wave starts and ends, and the
+// fleet rollout then carried out in the model does it within the waves'
+// predicted spread.
+func TestTheForecastOfAFleetRolloutIsWhatItThenDoes(t *testing.T) {
+	w := New(t0)
+	var pools []*Pool
+	var refs []fleet.Ref
+	for i, boot := range []time.Duration{3 * time.Minute, 4 * time.Minute, 5 * time.Minute, 2 * time.Minute} {
+		name := fmt.Sprintf("pool-%d", i)
+		pools = append(pools, withHistory(t, w, PoolSpec{Name: name, Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{
+				{Schedule: fmt.Sprintf("0 %d * * *", 18+i), Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}}}
+		}}, boot))
+		refs = append(refs, fleet.Ref{Namespace: Namespace, Name: name})
+	}
+	run(t, w, 5*time.Hour)
+	w.After(0, "the platform changes the proxy defaults", func(*World) {
+		for _, p := range pools {
+			p.Inputs.Platform[CompProxyDefaults] = "p2"
+		}
+	})
+	run(t, w, time.Minute) // the drift is pending: the pools wait for the fleet rollout
+	spec := nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending, Waves: []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")},
+		Soak: &metav1.Duration{Duration: 30 * time.Minute}, HeldPools: nodepoolv1.HeldPoolWait, MaxConcurrent: ptr.To(int32(2))}
+	in := ForecastInput{Now: w.Now, Horizon: 5 * 24 * time.Hour, Fleet: &ForecastFleet{Name: "platform", Spec: spec, Pools: refs}}
+	for _, p := range pools {
+		in.Pools = append(in.Pools, forecastOf(p))
+	}
+	fc := RunForecast(in)
+	f := w.AddFleetRefs("platform", spec, refs)
+	run(t, w, in.Horizon)
+	if f.Status.Phase != nodepoolv1.FleetPhaseComplete || fc.FleetEnd == nil || len(fc.Waves) != 2 {
+		t.Fatalf("fleet %s, forecast end %v waves %+v\n%s", f.State(), fc.FleetEnd, fc.Waves, w.Trace())
+	}
+	for i, wv := range f.Status.Waves {
+		fw := fc.Waves[i]
+		t.Logf("wave %d: forecast %v–%v, ran %v–%v", wv.Wave, fw.Start, fw.End, wv.StartedAt, wv.CompletedAt)
+		if d := wv.CompletedAt.Sub(*fw.End); d < -15*time.Minute || d > 15*time.Minute {
+			t.Errorf("wave %d: forecast to end at %s, ended at %s", wv.Wave, fw.End, wv.CompletedAt)
+		}
+	}
+	if d := f.Status.CompletedAt.Sub(*fc.FleetEnd); d < -15*time.Minute || d > 15*time.Minute {
+		t.Errorf("forecast to complete at %s, completed at %s", fc.FleetEnd, f.Status.CompletedAt)
+	}
+	for _, p := range fc.Pools {
+		if p.When != WhenFleet || p.Wave == 0 {
+			t.Errorf("%s: %s wave %d, want rolled by the fleet", p.Name, p.When, p.Wave)
+		}
+	}
+}
+
+// A fleet rollout under way is forecast from its status and its pools'
+// kept states (what the controller does each time a wave completes): the
+// rest of it then ends within 15 minutes of the forecast, which errs long
+// by what a pool rolling at the forecast has done.
+func TestAFleetRolloutUnderWayIsForecastFromItsStatus(t *testing.T) {
+	w := New(t0)
+	var pools []*Pool
+	var refs []fleet.Ref
+	for i, boot := range []time.Duration{3 * time.Minute, 4 * time.Minute, 5 * time.Minute} {
+		name := fmt.Sprintf("pool-%d", i)
+		pools = append(pools, withHistory(t, w, PoolSpec{Name: name, Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{
+				{Schedule: fmt.Sprintf("0 %d * * *", 20+i), Duration: metav1.Duration{Duration: 2 * time.Hour}, TimeZone: "UTC"}}}
+		}}, boot))
+		refs = append(refs, fleet.Ref{Namespace: Namespace, Name: name})
+	}
+	run(t, w, 5*time.Hour)
+	w.After(0, "the platform changes the proxy defaults", func(*World) {
+		for _, p := range pools {
+			p.Inputs.Platform[CompProxyDefaults] = "p2"
+		}
+	})
+	run(t, w, time.Minute)
+	spec := nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending, Waves: []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("100%")},
+		Soak: &metav1.Duration{Duration: time.Hour}, HeldPools: nodepoolv1.HeldPoolWait}
+	f := w.AddFleetRefs("platform", spec, refs)
+	// Until wave 1 completed and wave 2 started: a pool of it rolling.
+	for f.Status.CurrentWave < 2 || f.Status.Phase != nodepoolv1.FleetPhaseProgressing {
+		run(t, w, time.Minute)
+	}
+	in := ForecastInput{Now: w.Now, Horizon: 5 * 24 * time.Hour}
+	members := map[fleet.Ref]nodepoolv1.FleetRolloutPool{}
+	for _, m := range f.members() {
+		members[fleet.RefOf(m)] = m
+	}
+	st := f.Status
+	in.Fleet = &ForecastFleet{Name: f.Name, Spec: spec, Pools: refs, Status: &st, Members: members}
+	for _, p := range pools {
+		fp := forecastOf(p)
+		fp.Change = ChangesOf(p.Obj.Status.PendingManagementChanges)
+		in.Pools = append(in.Pools, fp)
+	}
+	fc := RunForecast(in)
+	run(t, w, in.Horizon)
+	if f.Status.Phase != nodepoolv1.FleetPhaseComplete || fc.FleetEnd == nil {
+		t.Fatalf("fleet %s, forecast end %v, notes %v\n%s", f.State(), fc.FleetEnd, fc.Notes, w.Trace())
+	}
+	t.Logf("forecast at %s: end %s; ended %s", in.Now, fc.FleetEnd, f.Status.CompletedAt)
+	if d := f.Status.CompletedAt.Sub(*fc.FleetEnd); d < -15*time.Minute || d > 15*time.Minute {
+		t.Errorf("forecast to complete at %s, completed at %s", fc.FleetEnd, f.Status.CompletedAt)
+	}
+	if fc.Pools[0].When != WhenNoChange {
+		t.Errorf("the pool of wave 1 is done: %+v", fc.Pools[0])
+	}
+}
