@@ -5,10 +5,11 @@
 // files a release ships (hack/clusterctl), on a management cluster where
 // Cluster API's core provider is installed and recorded in clusterctl's
 // inventory. The Deployments clusterctl applied then run as processes of
-// the real nodepool binary, each as its ServiceAccount (as test/install
-// runs the release manifest), and reconcile a pool; and Cluster API's own
-// `clusterctl alpha rollout` commands on that pool's MachineDeployment are
-// refused with the `kubectl nodepool rollout` command to use.
+// the real nodepool binary, each as its ServiceAccount (test/process, as
+// test/install runs the release manifest), and reconcile a pool; and
+// Cluster API's own `clusterctl alpha rollout` commands on that pool's
+// MachineDeployment are refused with the `kubectl nodepool rollout` command
+// to use.
 //
 // Cluster API's controllers run in-process as the ServiceAccount
 // `clusterctl init` gives them (impersonated), so the admission policies

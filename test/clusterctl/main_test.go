@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/sim"
 	"nodepool.dev/nodepool/test/harness"
+	"nodepool.dev/nodepool/test/process"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 	}
 	code := m.Run()
 	for _, r := range replicas {
-		r.stop()
+		r.Stop()
 	}
 	service.Close()
 	if err := env.Stop(); err != nil {
@@ -90,16 +90,8 @@ func setup() error {
 	}
 	// The binary builds while the control plane starts.
 	built := make(chan error, 1)
-	go func() {
-		binary = filepath.Join(tmp, "nodepool")
-		cmd := exec.Command("go", "build", "-o", binary, "./cmd/nodepool")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built <- fmt.Errorf("go build ./cmd/nodepool: %w\n%s", err, out)
-			return
-		}
-		built <- nil
-	}()
+	binary = filepath.Join(tmp, "nodepool")
+	go func() { built <- process.Build(root, binary) }()
 	env, err = harness.Start(ctx, harness.Options{
 		WithoutCAPIControllers: true,
 		CRDs:                   certManagerCRDs(),
@@ -130,20 +122,14 @@ func setup() error {
 		return err
 	}
 	// The sim's machines resolve the Service's DNS name to the forwarder.
-	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
-		if host, _ := serviceHost.Load().(string); address == host {
-			address = service.Addr()
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, address)
-	}
+	dial := service.DialAs(func() string { host, _ := serviceHost.Load().(string); return host })
 	return stack.RunSim(env, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second, DialPayloadServer: dial})
 }
 
 var (
 	installOnce sync.Once
 	installErr  error
-	replicas    []*replica
+	replicas    []*process.Replica
 )
 
 // install runs `clusterctl init --addon nodepool` once for the suite, then
@@ -197,15 +183,18 @@ func initAddon(ctx context.Context, t *testing.T) error {
 		if err := env.Client.Get(ctx, ctrlclient.ObjectKey{Namespace: systemNamespace, Name: name}, d); err != nil {
 			return err
 		}
-		r, err := startReplica(ctx, d, tmp)
-		if r != nil {
-			replicas = append(replicas, r)
-		}
+		// One replica of each, as clusterctl applied it (test/process says
+		// what stands in for the pod), ready once its readiness probe is.
+		r, err := process.Start(ctx, d, process.Options{Binary: binary, Config: env.Config, Dir: filepath.Join(tmp, d.Name)})
 		if err != nil {
 			return err
 		}
+		replicas = append(replicas, r)
+		if err := r.WaitReady(d.Spec.Template.Spec.Containers[0].ReadinessProbe, 3*time.Minute); err != nil {
+			return err
+		}
 		if name == payloadName {
-			service.SetBackends(r.addrs["https"])
+			service.SetBackends(r.Addrs["https"])
 		}
 	}
 	return nil
@@ -215,7 +204,7 @@ func initAddon(ctx context.Context, t *testing.T) error {
 func checkReplicas(t testing.TB) {
 	t.Helper()
 	for _, r := range replicas {
-		if err := r.problem(); err != nil {
+		if err := r.Problem(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -42,7 +42,7 @@ func TestClusterctlRolloutCommandsOnAPoolAreRefusedWithTheNodepoolCommand(t *tes
 
 	// The owner's change rolls every machine: Cluster API's controllers
 	// create and scale MachineSets, nodepool's writes the template.
-	setChrony(t, p, "time2.corp.example")
+	stack.SetChrony(t, env.Client, p.Namespace, "time2.corp.example")
 	s = waitFor(t, p, "every machine replaced on the new payload", func(n state) bool {
 		return n.settled(2) && !n.machines.UIDs.HasAny(s.machines.UIDs.UnsortedList()...) && n.history == 2
 	})

@@ -8,7 +8,7 @@
 // fetching their payload from the payload server replicas over HTTPS.
 //
 // What cannot work outside a cluster is stood in for, and only that (see
-// replica_test.go): Secret volume mounts become temporary folders, container
+// test/process): Secret volume mounts become temporary folders, container
 // ports become free loopback ports, the in-cluster ServiceAccount token
 // becomes a kubeconfig with a TokenRequest token, and the payload server
 // Service (its DNS name and load balancing) becomes a TCP forwarder.

@@ -48,7 +48,7 @@ func TestControllerFailoverMidRollout(t *testing.T) {
 	s := waitFor(t, p, "3 ready nodes", settled(3))
 	old, before := s.machines, revisions(t, p)
 
-	setChrony(t, p, "time2.corp.example")
+	stack.SetChrony(t, env.Client, p.Namespace, "time2.corp.example")
 	waitFor(t, p, "the rollout to create its first machine", func(s state) bool {
 		created, _ := machines.seen()
 		return created.Difference(old).Len() > 0
@@ -60,7 +60,7 @@ func TestControllerFailoverMidRollout(t *testing.T) {
 		t.Fatal("the rollout ended before the leader was killed; slow the machines down")
 	}
 	next := waitLeader(t, controllers, leader)
-	t.Logf("%s took over %s after %s was killed (lease held by %q before)", next.name, time.Since(killed).Round(time.Second), leader.name, holder)
+	t.Logf("%s took over %s after %s was killed (lease held by %q before)", next.Name, time.Since(killed).Round(time.Second), leader.Name, holder)
 	if s := observe(t, p); !settled(3)(s) || s.machines.HasAny(sets.List(old)...) {
 		t.Logf("at the takeover the rollout is still under way: %s", s)
 	}
@@ -116,8 +116,8 @@ func TestPayloadServerFailover(t *testing.T) {
 	})
 	token := poolToken(t, p)
 	for _, r := range servers {
-		if code := fetch(t, r.addrs["https"], token); code != http.StatusOK {
-			t.Fatalf("%s answered %d to the pool's token, want 200", r.name, code)
+		if code := fetch(t, r.Addrs["https"], token); code != http.StatusOK {
+			t.Fatalf("%s answered %d to the pool's token, want 200", r.Name, code)
 		}
 	}
 
@@ -127,8 +127,8 @@ func TestPayloadServerFailover(t *testing.T) {
 	waitFor(t, p, "4 ready nodes, the 2 first kept", func(s state) bool {
 		return settled(4)(s) && s.machines.IsSuperset(before)
 	})
-	if code := fetch(t, servers[1].addrs["https"], token); code != http.StatusOK {
-		t.Errorf("the surviving %s answered %d, want 200", servers[1].name, code)
+	if code := fetch(t, servers[1].Addrs["https"], token); code != http.StatusOK {
+		t.Errorf("the surviving %s answered %d, want 200", servers[1].Name, code)
 	}
 }
 
@@ -139,7 +139,7 @@ func waitLeader(t *testing.T, rs []*replica, not *replica) *replica {
 	return stack.WaitFor(t, timeout, "a replica to lead", func() *replica {
 		checkReplicas(t)
 		for _, r := range rs {
-			if r != not && r.log.find(acquired) != "" {
+			if r != not && r.Log.Find(acquired) != "" {
 				return r
 			}
 		}

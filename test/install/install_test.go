@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/test/process"
+	"nodepool.dev/nodepool/test/stack"
 )
 
 // startDeployment starts as many replicas of the shipped Deployment as it
@@ -28,7 +30,7 @@ func startDeployment(t *testing.T, name string) []*replica {
 	for i := range ptr.Deref(d.Spec.Replicas, 1) {
 		r := startReplica(t, name, name+"-"+string(rune('a'+i)), runOptions{})
 		rs = append(rs, r)
-		https = append(https, r.addrs["https"])
+		https = append(https, r.Addrs["https"])
 	}
 	if name == payloadName {
 		service.SetBackends(https...)
@@ -43,7 +45,7 @@ func startDeployment(t *testing.T, name string) []*replica {
 // the Secret the test creates.
 func TestShippedWiring(t *testing.T) {
 	c := deployment(t, controllerName).Spec.Template.Spec.Containers[0]
-	raw, at := flagValue(c.Args, "payload-server-url")
+	raw, at := process.FlagValue(c.Args, "payload-server-url")
 	if at < 0 {
 		t.Fatal("the controller has no --payload-server-url")
 	}
@@ -101,7 +103,7 @@ func TestShippedManifestsRunAPool(t *testing.T) {
 	})
 	before := s
 
-	setChrony(t, p, "time2.corp.example")
+	stack.SetChrony(t, env.Client, p.Namespace, "time2.corp.example")
 	s = waitFor(t, p, "every machine replaced, on a new payload", func(s state) bool {
 		return settled(3)(s) && s.payload() != before.payload() && !s.machines.HasAny(sets.List(before.machines)...)
 	})
@@ -122,14 +124,14 @@ func TestARejectedArgFails(t *testing.T) {
 	r := startReplica(t, controllerName, "controller-bad-arg", runOptions{extraArgs: []string{"--no-such-flag"}, noWait: true})
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if done, _ := r.exited(); done {
+		if done, _ := r.Exited(); done {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	err := r.problem()
+	err := r.Problem()
 	if err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("a rejected arg: %v, want the exit reported", err)
 	}
-	r.markStopped()
+	r.MarkStopped()
 }

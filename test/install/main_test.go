@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"nodepool.dev/nodepool/internal/payloadserver/testpki"
 	"nodepool.dev/nodepool/internal/sim"
 	"nodepool.dev/nodepool/test/harness"
+	"nodepool.dev/nodepool/test/process"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -111,13 +111,7 @@ func setup() error {
 	}
 	// The sim's machines resolve the Service's DNS name to the forwarder;
 	// any other address is dialled as it is.
-	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
-		if address == svcHost {
-			address = service.Addr()
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, address)
-	}
+	dial := service.DialAs(func() string { return svcHost })
 	return stack.RunSim(env, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second, DialPayloadServer: dial})
 }
 
@@ -153,12 +147,7 @@ func buildBinary(root string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "nodepool")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/nodepool")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/nodepool: %w\n%s", err, out)
-	}
-	return bin, nil
+	return bin, process.Build(root, bin)
 }
 
 // apply server-side applies one shipped object, as kubectl apply

@@ -69,7 +69,7 @@ func TestUpgradeToMirrorsReplacesNoMachineAndFailsNoScaleUp(t *testing.T) {
 	t.Cleanup(removeOld)
 	old := runOptions{dropArgs: []string{mirrorArg}}
 	oldServers := []*replica{startReplica(t, payloadName, "old-payload-server-a", old), startReplica(t, payloadName, "old-payload-server-b", old)}
-	service.SetBackends(oldServers[0].addrs["https"], oldServers[1].addrs["https"])
+	service.SetBackends(oldServers[0].Addrs["https"], oldServers[1].Addrs["https"])
 	t.Cleanup(func() { service.SetBackends() })
 	oldController := startReplica(t, controllerName, "old-controller", old)
 
@@ -96,11 +96,11 @@ func TestUpgradeToMirrorsReplacesNoMachineAndFailsNoScaleUp(t *testing.T) {
 	}
 	// Ready: it becomes an endpoint, the old replicas go, and so does the
 	// old binding (helm upgrade deletes it; with kubectl, the operator).
-	service.SetBackends(newServer.addrs["https"], oldServers[0].addrs["https"], oldServers[1].addrs["https"])
+	service.SetBackends(newServer.Addrs["https"], oldServers[0].Addrs["https"], oldServers[1].Addrs["https"])
 	for _, r := range oldServers {
 		r.stop()
 	}
-	service.SetBackends(newServer.addrs["https"])
+	service.SetBackends(newServer.Addrs["https"])
 	removeOld()
 	s = waitFor(t, p, "4 ready nodes through the upgrade", settled(4))
 	if s.payload() != payload {

@@ -70,7 +70,7 @@ func TestTheAlertsAndTheDashboardNameOnlyExportedSeries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := newPoolObject(ns, 1)
+	p := stack.WorkersPool(ns, 1)
 	p.Labels = map[string]string{"fleet": ns}
 	p.Spec.AdditionalTrustBundleRef = &nodepoolv1.LocalObjectReference{Name: trust.Name}
 	p.Spec.Management.Health = &nodepoolv1.Health{CanarySoak: &metav1.Duration{}, Soak: &metav1.Duration{}}
@@ -95,7 +95,7 @@ func TestTheAlertsAndTheDashboardNameOnlyExportedSeries(t *testing.T) {
 			},
 		},
 	}
-	clashing := newPoolObject(ns, 0)
+	clashing := stack.WorkersPool(ns, 0)
 	clashing.Name = clash.Name
 	for _, o := range []client.Object{clash, clashing} {
 		if err := env.Client.Create(ctx, o); err != nil {
@@ -150,10 +150,10 @@ func TestTheAlertsAndTheDashboardNameOnlyExportedSeries(t *testing.T) {
 	for {
 		exported := observability.Exported{}
 		for _, r := range controllers {
-			scrape(t, exported, "http://"+r.addrs["metrics"]+"/metrics")
+			scrape(t, exported, "http://"+r.Addrs["metrics"]+"/metrics")
 		}
 		for _, r := range payload {
-			scrape(t, exported, "http://"+r.addrs["probes"]+"/metrics")
+			scrape(t, exported, "http://"+r.Addrs["probes"]+"/metrics")
 		}
 		missing = exported.Unexported(answers)
 		if len(missing) == 0 || time.Now().After(deadline) {

@@ -16,16 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/inputs"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/sim/simtest"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -38,51 +35,11 @@ const timeout = 4 * time.Minute
 // rolling one at a time, whose machines take bootDelay to power on.
 func newPool(t *testing.T, n int32, bootDelay time.Duration) *nodepoolv1.NodePool {
 	t.Helper()
-	ctx := context.Background()
-	ns := env.NewNamespace(t)
-	if err := stack.CreateCluster(ctx, env.Client, ns, "c1"); err != nil {
-		t.Fatal(err)
-	}
-	if err := simtest.CreateMachineTemplate(ctx, env.Client, ns, "small", simv1.SimMachineSpec{BootDelay: &metav1.Duration{Duration: bootDelay}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, stack.ConfigMap(ns, "chrony", stack.Chrony("time1.corp.example"))); err != nil {
-		t.Fatal(err)
-	}
-	p := newPoolObject(ns, n)
-	if err := env.Client.Create(ctx, p); err != nil {
+	p, err := stack.CreateWorkersPool(context.Background(), env.Client, env.NewNamespace(t), n, simv1.SimMachineSpec{BootDelay: &metav1.Duration{Duration: bootDelay}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// newPoolObject is the NodePool "workers" of n machines of cluster c1, with
-// the user config chrony and the machine template small.
-func newPoolObject(ns string, n int32) *nodepoolv1.NodePool {
-	return &nodepoolv1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
-		Spec: nodepoolv1.NodePoolSpec{
-			ClusterName:               "c1",
-			Replicas:                  ptr.To(n),
-			Release:                   nodepoolv1.Release{Version: "v1.36.3"},
-			Config:                    []nodepoolv1.LocalObjectReference{{Name: "chrony"}},
-			InfrastructureTemplateRef: stack.TemplateRef("small"),
-		},
-	}
-}
-
-// setChrony changes the pool's user config: an owner change, which rolls
-// every machine.
-func setChrony(t *testing.T, p *nodepoolv1.NodePool, server string) {
-	t.Helper()
-	cm := &corev1.ConfigMap{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: p.Namespace, Name: "chrony"}, cm); err != nil {
-		t.Fatal(err)
-	}
-	cm.Data[inputs.ConfigKey] = stack.Chrony(server)
-	if err := env.Client.Update(context.Background(), cm); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // scale sets the pool's replicas.

@@ -20,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/test/process"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -164,7 +165,7 @@ func TestControllerRoleIsLeastPrivilege(t *testing.T) {
 	if err := as.Delete(ctx, m); !apierrors.IsForbidden(err) {
 		t.Errorf("deleting a Machine as the controller: %v, want forbidden", err)
 	}
-	p := newPoolObject(ns, 1)
+	p := stack.WorkersPool(ns, 1)
 	if err := env.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -293,11 +294,11 @@ func TestAMissingRuleFails(t *testing.T) {
 		t.Run(c.kind+"-"+strings.ReplaceAll(c.resource, "/", "-")+"-"+c.verb, func(t *testing.T) {
 			strip(t, c.kind, c.resource, c.verb)
 			r := startReplica(t, controllerName, "controller-without-"+c.verb, runOptions{noWait: true})
-			r.expectRefusals()
+			r.ExpectRefusals()
 			p := newPool(t, 1, 0)
 			refusal := "cannot " + c.verb + " resource"
 			line := stackWait(t, "the controller to be refused "+c.verb+" on "+c.resource, func() string {
-				if line := r.log.find(refusal); strings.Contains(line, c.resource) {
+				if line := r.Log.Find(refusal); strings.Contains(line, c.resource) {
 					return line
 				}
 				got := &nodepoolv1.NodePool{}
@@ -315,7 +316,7 @@ func TestAMissingRuleFails(t *testing.T) {
 			// The pool's condition is patched before the reconcile returns
 			// its error, which controller-runtime logs then: the log line
 			// can come a moment after the condition.
-			stackWait(t, "the refusal in the log, where checkReplicas looks", func() string { return r.log.find(forbidden) })
+			stackWait(t, "the refusal in the log, where checkReplicas looks", func() string { return r.Log.Find(process.Forbidden) })
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -25,6 +26,39 @@ func CreateCluster(ctx context.Context, c client.Client, ns, name string) error 
 // CreateTemplate creates a SimMachineTemplate in namespace ns.
 func CreateTemplate(ctx context.Context, c client.Client, ns, name string) error {
 	return simtest.CreateMachineTemplate(ctx, c, ns, name, simv1.SimMachineSpec{})
+}
+
+// WorkersPool is the NodePool "workers" of n machines of cluster c1, with
+// the user config chrony and the machine template small: what
+// CreateWorkersPool creates.
+func WorkersPool(ns string, n int32) *nodepoolv1.NodePool {
+	return &nodepoolv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers"},
+		Spec: nodepoolv1.NodePoolSpec{
+			ClusterName:               "c1",
+			Replicas:                  ptr.To(n),
+			Release:                   nodepoolv1.Release{Version: "v1.36.3"},
+			Config:                    []nodepoolv1.LocalObjectReference{{Name: "chrony"}},
+			InfrastructureTemplateRef: TemplateRef("small"),
+		},
+	}
+}
+
+// CreateWorkersPool creates in namespace ns the Cluster c1 with its (sim)
+// control plane, the machine template small with spec template, the user
+// config chrony (server time1.corp.example) and WorkersPool(ns, n).
+func CreateWorkersPool(ctx context.Context, c client.Client, ns string, n int32, template simv1.SimMachineSpec) (*nodepoolv1.NodePool, error) {
+	if err := CreateCluster(ctx, c, ns, "c1"); err != nil {
+		return nil, err
+	}
+	if err := simtest.CreateMachineTemplate(ctx, c, ns, "small", template); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, ConfigMap(ns, "chrony", Chrony("time1.corp.example"))); err != nil {
+		return nil, err
+	}
+	p := WorkersPool(ns, n)
+	return p, c.Create(ctx, p)
 }
 
 // TemplateRef references a SimMachineTemplate from a NodePool.

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -51,6 +52,19 @@ func (f *Forwarder) Cut(d time.Duration) {
 	f.cutUntil = time.Now().Add(d)
 	for c := range f.open {
 		_ = c.Close()
+	}
+}
+
+// DialAs returns a dial function that reaches the Forwarder in place of
+// the address service returns (a Service's DNS name and port as a pod dials
+// it; "" while there is none yet), and any other address as it is.
+func (f *Forwarder) DialAs(service func() string) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		if host := service(); host != "" && address == host {
+			address = f.Addr()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, address)
 	}
 }
 

@@ -101,6 +101,13 @@ func Update[T client.Object](t testing.TB, c client.Client, o T, change func(T))
 	t.Fatalf("could not update %s", o.GetName())
 }
 
+// SetChrony points the user config chrony (ConfigMap) of namespace ns at
+// server: an owner change, which rolls every machine of the pools using it.
+func SetChrony(t testing.TB, c client.Client, ns, server string) {
+	t.Helper()
+	Update(t, c, ConfigMap(ns, "chrony", ""), func(cm *corev1.ConfigMap) { cm.Data[inputs.ConfigKey] = Chrony(server) })
+}
+
 // SetManagementConfig changes the platform's management config (shared by
 // every pool of the test run).
 func (s *Stack) SetManagementConfig(t testing.TB, change func(string) string) {
