@@ -178,22 +178,30 @@ func (d *demo) setConfig(ctx context.Context, cm *corev1.ConfigMap, server strin
 	return d.c.Update(ctx, cm)
 }
 
+// newPool is the demo's NodePool name in its namespace: replicas machines
+// of its cluster at release v1.36.3, with the user config config, the
+// SimMachineTemplate template and management m.
+func (d *demo) newPool(name, config, template string, replicas int32, m nodepoolv1.Management) *nodepoolv1.NodePool {
+	return &nodepoolv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.o.Namespace, Name: name},
+		Spec: nodepoolv1.NodePoolSpec{
+			ClusterName: d.o.Cluster,
+			Replicas:    ptr.To(replicas),
+			Release:     nodepoolv1.Release{Version: "v1.36.3"},
+			Config:      []nodepoolv1.LocalObjectReference{{Name: config}},
+			InfrastructureTemplateRef: nodepoolv1.TemplateReference{
+				APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: template,
+			},
+			Management: m,
+		},
+	}
+}
+
 func (d *demo) create(ctx context.Context) error {
 	d.begin("Create a pool of 3",
 		fmt.Sprintf("ConfigMap %s: an Ignition fragment writing /etc/chrony.conf (server time.example.com)", d.config),
 		fmt.Sprintf("NodePool %s: replicas 3, release v1.36.3, config [%s], template SimMachineTemplate/%s", d.o.Pool, d.config, d.o.Template))
-	pool := &nodepoolv1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: d.o.Namespace, Name: d.o.Pool},
-		Spec: nodepoolv1.NodePoolSpec{
-			ClusterName: d.o.Cluster,
-			Replicas:    ptr.To[int32](3),
-			Release:     nodepoolv1.Release{Version: "v1.36.3"},
-			Config:      []nodepoolv1.LocalObjectReference{{Name: d.config}},
-			InfrastructureTemplateRef: nodepoolv1.TemplateReference{
-				APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: d.o.Template,
-			},
-		},
-	}
+	pool := d.newPool(d.o.Pool, d.config, d.o.Template, 3, nodepoolv1.Management{})
 	start := time.Now()
 	if err := d.c.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating the NodePool: %w", err)

@@ -53,19 +53,8 @@ func (d *demo) drain(ctx context.Context) error {
 	if err := d.setConfig(ctx, cm, "time.example.com"); err != nil {
 		return err
 	}
-	pool := &nodepoolv1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Spec: nodepoolv1.NodePoolSpec{
-			ClusterName: d.o.Cluster,
-			Replicas:    ptr.To[int32](1),
-			Release:     nodepoolv1.Release{Version: "v1.36.3"},
-			Config:      []nodepoolv1.LocalObjectReference{{Name: config}},
-			InfrastructureTemplateRef: nodepoolv1.TemplateReference{
-				APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: template,
-			},
-			Management: nodepoolv1.Management{Drain: &nodepoolv1.Drain{OnTimeout: nodepoolv1.DrainHalt, Timeout: &metav1.Duration{Duration: 30 * time.Second}}},
-		},
-	}
+	pool := d.newPool(key.Name, config, template, 1,
+		nodepoolv1.Management{Drain: &nodepoolv1.Drain{OnTimeout: nodepoolv1.DrainHalt, Timeout: &metav1.Duration{Duration: 30 * time.Second}}})
 	if err := d.c.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating the NodePool %s: %w", key.Name, err)
 	}

@@ -8,11 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 )
 
 // edgePool names the demo's InPlace pool.
@@ -31,19 +29,7 @@ func (d *demo) inPlace(ctx context.Context) error {
 	if err := d.setConfig(ctx, cm, "time.example.com"); err != nil {
 		return err
 	}
-	pool := &nodepoolv1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		Spec: nodepoolv1.NodePoolSpec{
-			ClusterName: d.o.Cluster,
-			Replicas:    ptr.To[int32](2),
-			Release:     nodepoolv1.Release{Version: "v1.36.3"},
-			Config:      []nodepoolv1.LocalObjectReference{{Name: config}},
-			InfrastructureTemplateRef: nodepoolv1.TemplateReference{
-				APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: d.o.Template,
-			},
-			Management: nodepoolv1.Management{UpgradeType: nodepoolv1.UpgradeTypeInPlace},
-		},
-	}
+	pool := d.newPool(key.Name, config, d.o.Template, 2, nodepoolv1.Management{UpgradeType: nodepoolv1.UpgradeTypeInPlace})
 	if err := d.c.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating the InPlace NodePool: %w", err)
 	}

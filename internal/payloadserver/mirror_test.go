@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodepool.dev/nodepool/internal/secrets"
@@ -62,24 +61,8 @@ func TestTheDefaultInstallServesMirrorsAndReadsNoOtherSecret(t *testing.T) {
 	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mirrors}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	for _, u := range buildManifests(t, "payload-server") {
-		switch u.GetKind() {
-		case "Deployment", "Service", "PodDisruptionBudget":
-			continue
-		}
-		if err := e.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: serverUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:nodepool-system", "system:authenticated"},
-	}
-	as, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createShipped(t, e, "payload-server", []string{"Deployment", "Service", "PodDisruptionBudget"}, nil)
+	cfg, as := asServer(t, e)
 	// The shipped Role may be deleted by another test's cleanup of the
 	// shared namespace: the marker of an earlier test is removed first.
 	_ = e.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mirrors, Name: secrets.MirrorsReadyName}})

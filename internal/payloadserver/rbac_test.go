@@ -4,22 +4,60 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodepool.dev/nodepool/internal/secrets"
+	"nodepool.dev/nodepool/test/harness"
 )
 
 // serverUser is the payload server's ServiceAccount, as the shipped
 // manifests name it.
 const serverUser = "system:serviceaccount:nodepool-system:nodepool-payload-server"
+
+// createShipped creates the objects config/<dir> builds but those of the
+// kinds skip, each passed to edit (if not nil) first; objects already there
+// are kept.
+func createShipped(t *testing.T, e *harness.Env, dir string, skip []string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	for _, u := range buildManifests(t, dir) {
+		if slices.Contains(skip, u.GetKind()) {
+			continue
+		}
+		if edit != nil {
+			edit(u)
+		}
+		if err := e.Client.Create(context.Background(), u); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// asServer reaches the API server as the payload server's ServiceAccount
+// (impersonated, with its groups): the config the server runs with, and a
+// client.
+func asServer(t *testing.T, e *harness.Env) (*rest.Config, client.Client) {
+	t.Helper()
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: serverUser,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:nodepool-system", "system:authenticated"},
+	}
+	as, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, as
+}
 
 // TestShippedRBACServesItsNamespacesAndNothingElse runs the server as its
 // ServiceAccount (impersonated) with the RBAC and admission policy of
@@ -36,27 +74,13 @@ func TestShippedRBACServesItsNamespacesAndNothingElse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, u := range buildManifests(t, "payload-server/namespaced") {
-		switch u.GetKind() {
-		case "Deployment", "Service":
-			continue
-		case "RoleBinding":
+	createShipped(t, e, "payload-server/namespaced", []string{"Deployment", "Service"}, func(u *unstructured.Unstructured) {
+		if u.GetKind() == "RoleBinding" {
 			// The shipped binding, in the test's pool namespace.
 			u.SetNamespace(served)
 		}
-		if err := e.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: serverUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:nodepool-system", "system:authenticated"},
-	}
-	as, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
+	cfg, as := asServer(t, e)
 
 	p := createPool(t, e.Client, served, "workers", 1<<10)
 	ts := startServer(t, Options{Config: cfg, Namespaces: []string{served}})
