@@ -2,7 +2,6 @@ package clusterctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -64,22 +63,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	if err := setup(); err != nil {
-		fmt.Fprintln(os.Stderr, "test/clusterctl:", err)
-		if env != nil {
-			_ = env.Stop()
+	return process.RunSuite(m, "test/clusterctl", &env, setup, func() {
+		for _, r := range replicas {
+			r.Stop()
 		}
-		return 1
-	}
-	code := m.Run()
-	for _, r := range replicas {
-		r.Stop()
-	}
-	service.Close()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	return code
+		service.Close()
+	})
 }
 
 func setup() error {
@@ -89,16 +78,16 @@ func setup() error {
 		return err
 	}
 	// The binary builds while the control plane starts.
-	built := make(chan error, 1)
 	binary = filepath.Join(tmp, "nodepool")
-	go func() { built <- process.Build(root, binary) }()
-	env, err = harness.Start(ctx, harness.Options{
-		WithoutCAPIControllers: true,
-		CRDs:                   certManagerCRDs(),
-		AddToScheme:            []func(*runtime.Scheme) error{sim.AddToScheme},
-	})
-	if buildErr := <-built; buildErr != nil || err != nil {
-		return errors.Join(buildErr, err)
+	if err := process.BuildWhile(root, binary, func() (err error) {
+		env, err = harness.Start(ctx, harness.Options{
+			WithoutCAPIControllers: true,
+			CRDs:                   certManagerCRDs(),
+			AddToScheme:            []func(*runtime.Scheme) error{sim.AddToScheme},
+		})
+		return err
+	}); err != nil {
+		return err
 	}
 	// Cluster API's controllers, as the ServiceAccount clusterctl init
 	// runs them as.

@@ -56,19 +56,7 @@ func run(m *testing.M) int {
 			_ = os.RemoveAll(filepath.Dir(binary))
 		}
 	}()
-	if err := setup(); err != nil {
-		fmt.Fprintln(os.Stderr, "test/install:", err)
-		if env != nil {
-			_ = env.Stop()
-		}
-		return 1
-	}
-	code := m.Run()
-	service.Close()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	return code
+	return process.RunSuite(m, "test/install", &env, setup, func() { service.Close() })
 }
 
 func setup() error {
@@ -80,16 +68,18 @@ func setup() error {
 	if shipped, err = kustomizeBuild(filepath.Join(root, "config", "default")); err != nil {
 		return err
 	}
-	// The binary builds while the control plane starts.
-	built := make(chan error, 1)
-	go func() {
-		var err error
-		binary, err = buildBinary(root)
-		built <- err
-	}()
-	env, err = harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
-	if buildErr := <-built; buildErr != nil || err != nil {
-		return errors.Join(buildErr, err)
+	// The binary builds, into a temporary folder, while the control plane
+	// starts.
+	dir, err := os.MkdirTemp("", "nodepool-install-")
+	if err != nil {
+		return err
+	}
+	binary = filepath.Join(dir, "nodepool")
+	if err := process.BuildWhile(root, binary, func() (err error) {
+		env, err = harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
+		return err
+	}); err != nil {
+		return err
 	}
 	for _, u := range shipped {
 		if err := apply(ctx, u); err != nil {
@@ -138,16 +128,6 @@ func kustomizeBuild(dir string) ([]*unstructured.Unstructured, error) {
 			objs = append(objs, u)
 		}
 	}
-}
-
-// buildBinary builds cmd/nodepool into a temporary folder.
-func buildBinary(root string) (string, error) {
-	dir, err := os.MkdirTemp("", "nodepool-install-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "nodepool")
-	return bin, process.Build(root, bin)
 }
 
 // apply server-side applies one shipped object, as kubectl apply

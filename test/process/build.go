@@ -1,6 +1,7 @@
 package process
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 )
@@ -14,4 +15,13 @@ func Build(root, path string) error {
 		return fmt.Errorf("go build ./cmd/nodepool: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// BuildWhile builds the nodepool binary (Build) while start runs (say, the
+// control plane starting), and returns when both have: with their errors.
+func BuildWhile(root, path string, start func() error) error {
+	built := make(chan error, 1)
+	go func() { built <- Build(root, path) }()
+	err := start()
+	return errors.Join(<-built, err)
 }
