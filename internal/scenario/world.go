@@ -58,7 +58,7 @@ type World struct {
 	// Quiet keeps no trace and checks no invariant: a forecast's run,
 	// which the tests check against the traced, checked one.
 	Quiet bool
-	notes     []string
+	notes []string
 }
 
 // New is an empty world at start.
