@@ -20,7 +20,7 @@ TEST_TIMEOUT ?= 40m
 # packages in the order given): a long suite started last would be the
 # run's whole length.
 TEST_PACKAGES ?= 4
-LONG_TEST_PACKAGES := ./test/integration ./test/cli ./test/gates ./test/inplace ./test/drain
+LONG_TEST_PACKAGES := ./test/integration ./test/gates ./test/cli ./internal/scenario ./test/install ./test/inplace ./test/drain
 # Flags of the payload-server benchmark (go run ./hack/bench/payloadserver -h).
 PAYLOAD_BENCHFLAGS ?=
 
