@@ -661,9 +661,10 @@ const (
 	// RolloutPhaseInvalid: the inputs do not render; running machines
 	// keep running and a rollout in progress goes on with what it has.
 	RolloutPhaseInvalid RolloutPhase = "Invalid"
-	// RolloutPhaseHalted: the health gate stopped the rollout (halted, or
-	// rolled back); nothing further is replaced until a resume or an
-	// owner change.
+	// RolloutPhaseHalted: the rollout is stopped — by the health gate
+	// (halted, or rolled back), by a failed forced rollout, or by a drain
+	// past its timeout under spec.management.drain.onTimeout Halt; nothing
+	// further is replaced until a resume or an owner change.
 	RolloutPhaseHalted RolloutPhase = "Halted"
 	// RolloutPhaseRollingBack: the health gate returns the machines to
 	// the previous revision.

@@ -33,25 +33,25 @@ func forcedInProgress(md *MachineDeployment) bool {
 	return md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0
 }
 
-// Phase is where a pool's rollout stands, in one word.
-type Phase string
+// Phase is where a pool's rollout stands, in one word: the API's status.rollout.phase.
+type Phase = nodepoolv1.RolloutPhase
 
 // Phases of a pool, in the order the engine weighs them: bad inputs make a
-// pool Invalid whatever else goes on; a health gate that stopped a
-// rollout makes it Halted, or RollingBack while it returns the machines
+// pool Invalid whatever else goes on; a health gate, a forced rollout's
+// failure or a drain under onTimeout Halt that stopped a rollout makes it Halted, or RollingBack while it returns the machines
 // to the previous revision; machines being replaced (or about to be, this
 // reconcile) make it Rolling; a rollout that waits (pause, maintenance
 // window, schedule, missing user-data) makes it Held; otherwise it is
 // Scaling until every machine is up to date and ready at the wanted
 // count, then Settled.
 const (
-	PhaseInvalid     Phase = "Invalid"
-	PhaseHalted      Phase = "Halted"
-	PhaseRollingBack Phase = "RollingBack"
-	PhaseRolling     Phase = "Rolling"
-	PhaseHeld        Phase = "Held"
-	PhaseScaling     Phase = "Scaling"
-	PhaseSettled     Phase = "Settled"
+	PhaseInvalid     = nodepoolv1.RolloutPhaseInvalid
+	PhaseHalted      = nodepoolv1.RolloutPhaseHalted
+	PhaseRollingBack = nodepoolv1.RolloutPhaseRollingBack
+	PhaseRolling     = nodepoolv1.RolloutPhaseRolling
+	PhaseHeld        = nodepoolv1.RolloutPhaseHeld
+	PhaseScaling     = nodepoolv1.RolloutPhaseScaling
+	PhaseSettled     = nodepoolv1.RolloutPhaseSettled
 )
 
 // HeldBy is what holds a rollout.
@@ -300,7 +300,7 @@ func conditionMessage(p *Plan, t, def string) string {
 // whole seconds, as the API server stores them, so that the standing
 // read back equals the one computed.
 func (s Standing) Published() *nodepoolv1.RolloutStanding {
-	out := &nodepoolv1.RolloutStanding{Phase: nodepoolv1.RolloutPhase(s.Phase), Settled: s.Settled, Message: s.Message,
+	out := &nodepoolv1.RolloutStanding{Phase: s.Phase, Settled: s.Settled, Message: s.Message,
 		Changing: s.Changing, Boots: s.Boots}
 	if h := s.Hold; h != nil {
 		out.Held = &nodepoolv1.RolloutHold{By: string(h.By), Until: apiTime(h.Until), Message: h.Message}
