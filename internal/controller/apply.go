@@ -78,13 +78,13 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		if err := r.recordMachinesUserData(ctx, w); err != nil {
 			return err
 		}
-		if err := r.applyMachineSet(ctx, pool, w, plan.MachineDeployment); err != nil {
+		if err := r.applyMachineSet(ctx, pool, w, plan.Decision, plan.MachineDeployment); err != nil {
 			return err
 		}
 		if err := r.applyNodeActions(ctx, pool, w, plan, current[plan.InPlaceToken]); err != nil {
 			return err
 		}
-	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.MachineDeployment); err != nil {
+	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.Decision, plan.MachineDeployment); err != nil {
 		return err
 	}
 	if err := r.applyGates(ctx, w, plan.Gates); err != nil { // readinessgate.go
@@ -322,13 +322,13 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 	return nil
 }
 
-func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv1.NodePool, w *world, target *rollout.MachineDeploymentTarget) error {
+func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
 	if w.md == nil {
 		if target == nil {
 			return nil // nothing valid to boot yet
 		}
 		md := &clusterv1.MachineDeployment{}
-		desiredMachineDeployment(md, pool, target)
+		desiredMachineDeployment(md, pool, d, target)
 		if err := controllerutil.SetControllerReference(pool, md, r.Client.Scheme()); err != nil {
 			return err
 		}
@@ -338,11 +338,11 @@ func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv
 		return nil
 	}
 	md := w.md.DeepCopy()
-	desiredMachineDeployment(md, pool, target)
+	desiredMachineDeployment(md, pool, d, target)
 	if equality.Semantic.DeepEqual(md, w.md) {
 		return nil
 	}
-	if err := r.Client.Patch(ctx, md, patchFrom(pool, w.md, w.md.Spec.Replicas, md.Spec.Replicas)); err != nil {
+	if err := r.Client.Patch(ctx, md, patchFrom(d, w.md, w.md.Spec.Replicas, md.Spec.Replicas)); err != nil {
 		return fmt.Errorf("patching MachineDeployment: %w", err)
 	}
 	if ptr.Deref(w.md.Spec.Paused, false) {

@@ -49,7 +49,8 @@ func Decide(in Input) Plan {
 	if d.RollbackFrom != nil {
 		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
-	recordShape(in, d, &p)              // window_fit.go
+	recordShape(in, d, &p) // window_fit.go
+	d.Components = componentsChanging(in, stored, p.Record)
 	d.Drain = decideDrain(in, d.Target) // drain.go
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
@@ -81,7 +82,7 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		current = md.SpecReplicas
 	}
 	d := Decision{Action: ActionNone, Pause: pause, Target: o.target, Running: running,
-		Replicas: poolmath.DesiredReplicas(&in.Pool.Spec, current)}
+		Replicas: poolmath.DesiredReplicas(&in.Pool.Spec, current), AutoScaling: poolmath.Autoscaled(&in.Pool.Spec)}
 	d.Strategy = strategyOf(&in.Pool.Spec, d.Replicas) // strategy.go
 	base := o.target
 	if base == nil {
@@ -136,6 +137,32 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	d.Health = decideHealth(in, d, running)
 	d.RollbackFrom = healthRollback(&d, running) // health.go
 	return d, o, pending
+}
+
+// componentsChanging are the payload components the rollout changes: the
+// record's of a rollout that starts, else the difference between the
+// payload of the user-data the MachineDeployment references (as stored)
+// and the latest.
+func componentsChanging(in Input, stored map[string]UserData, rec *Record) []string {
+	if rec != nil {
+		return rec.Changed
+	}
+	if in.Latest == nil || in.MachineDeployment == nil {
+		return nil
+	}
+	ud, ok := stored[in.MachineDeployment.DataSecretName]
+	if !ok {
+		return nil
+	}
+	base, ok := in.Payloads[ud.PayloadHash]
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, ch := range payload.Diff(base.Manifest, in.Latest.Manifest) {
+		names = append(names, ch.Component.Name())
+	}
+	return names
 }
 
 // pendingTarget is the rollout the current inputs ask for, as user-data
