@@ -24,6 +24,10 @@ type FleetRow struct {
 	Ready     int32  `json:"ready"`
 	UpToDate  int32  `json:"upToDate"`
 	Updating  string `json:"updating,omitempty"`
+	// Phase is where the pool's rollout stands, as the controller
+	// published it (status.rollout.phase: Settled, Rolling, Held, ...);
+	// "" before it has.
+	Phase string `json:"phase,omitempty"`
 	// Paused is spec.management.pausedUntil when the pool is paused.
 	Paused string `json:"paused,omitempty"`
 	// ManagementUpdates is the pool's policy for pending drift.
@@ -85,7 +89,9 @@ func newFleetCommand(o *Options) *cobra.Command {
 		Short: "List pools with their pending platform changes and how old they are",
 		Long: `List the NodePools of the namespace (every namespace with -A), one row per pool:
 cluster, version, machines ready and up to date of the desired count, the
-rollout in progress, and the platform (management) components the nodes do not
+phase the controller published for its rollout (status.rollout.phase: Settled,
+Scaling, Rolling, Held, Halted, RollingBack, Invalid), the rollout in progress,
+and the platform (management) components the nodes do not
 run yet with the age of each (status.pendingManagementChanges). Pending drift
 applies at a pool's next rollout, or now with kubectl nodepool rollout
 apply-pending POOL. When a pool has maintenance settings, NEXT-WINDOW and
@@ -189,6 +195,9 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 		if r.Desired == 0 {
 			r.Desired = poolmath.DesiredReplicas(&p.Spec, &p.Status.Replicas)
 		}
+		if st := p.Status.Rollout; st != nil {
+			r.Phase = string(st.Phase)
+		}
 		r.RolloutUnhealthy = rolloutUnhealthy(&p) // status_health.go
 		if poolmath.PauseAt(&p, now).Paused {
 			r.Paused = p.Spec.Management.PausedUntil
@@ -208,7 +217,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 }
 
 func fleetTable(now time.Time, rows []FleetRow) *table {
-	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
+	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "PHASE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
 	windows := withWindows(rows) // window.go: the window columns when a pool has maintenance settings
 	if windows {
 		t.header = append(t.header, "NEXT-WINDOW", "DRIFT-DEADLINE")
@@ -241,7 +250,7 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 			}
 		}
 		row := []string{r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
-			updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest}
+			or(r.Phase, "-"), updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest}
 		if windows {
 			next := whenCell(now, r.NextWindow, "open")
 			if r.NextWindow == nil && r.alwaysOpen {

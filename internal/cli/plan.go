@@ -375,24 +375,11 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 }
 
 // changedComponents are the components in which what the machines would
-// run differs from what they run: the engine's record of a rollout that
-// starts, else the difference between the payload the machines' rollout
-// started with and the latest one.
+// run differs from what they run, as the engine says
+// (Decision.Components).
 func changedComponents(d *decision) []PlanComponent {
-	var names []string
-	if rec := d.Plan.Record; rec != nil {
-		names = rec.Changed
-	} else if d.In.Latest != nil && d.In.MachineDeployment != nil {
-		if ud, ok := d.In.UserData[d.In.MachineDeployment.DataSecretName]; ok {
-			if base, ok := d.In.Payloads[ud.PayloadHash]; ok {
-				for _, ch := range payload.Diff(base.Manifest, d.In.Latest.Manifest) {
-					names = append(names, ch.Component.Name())
-				}
-			}
-		}
-	}
 	var out []PlanComponent
-	for _, n := range names {
+	for _, n := range d.Plan.Decision.Components {
 		pc := PlanComponent{Component: n}
 		if c, err := inputs.ParseComponent(n); err == nil {
 			pc.Class, pc.Delivery = string(c.Class()), string(c.Delivery())
