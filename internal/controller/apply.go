@@ -323,34 +323,54 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 }
 
 func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
-	if w.md == nil {
-		if target == nil {
-			return nil // nothing valid to boot yet
-		}
-		md := &clusterv1.MachineDeployment{}
-		desiredMachineDeployment(md, pool, d, target)
-		if err := controllerutil.SetControllerReference(pool, md, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, md); err != nil {
-			return fmt.Errorf("creating MachineDeployment: %w", err)
-		}
-		return nil
-	}
-	md := w.md.DeepCopy()
-	desiredMachineDeployment(md, pool, d, target)
-	if equality.Semantic.DeepEqual(md, w.md) {
-		return nil
-	}
-	if err := r.Client.Patch(ctx, md, patchFrom(d, w.md, w.md.Spec.Replicas, md.Spec.Replicas)); err != nil {
-		return fmt.Errorf("patching MachineDeployment: %w", err)
+	set := func(md *clusterv1.MachineDeployment) { desiredMachineDeployment(md, pool, d, target) }
+	replicas := func(md *clusterv1.MachineDeployment) *int32 { return md.Spec.Replicas }
+	patched, err := createOrPatch(ctx, r, pool, w.md, &clusterv1.MachineDeployment{}, set, replicas, d, target, "MachineDeployment")
+	if err != nil || !patched {
+		return err
 	}
 	if ptr.Deref(w.md.Spec.Paused, false) {
-		r.Recorder.Eventf(pool, md, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
+		r.Recorder.Eventf(pool, w.md, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
 			"MachineDeployment %s was paused (spec.paused) outside the pool, which would hold its rollouts unseen; resumed it: pause the pool with `kubectl nodepool rollout pause %s -n %s`",
-			md.Name, pool.Name, pool.Namespace)
+			w.md.Name, pool.Name, pool.Namespace)
 	}
 	return nil
+}
+
+// scaled is the pool's MachineDeployment (Replace) or MachineSet (InPlace).
+type scaled[T any] interface {
+	*T
+	client.Object
+}
+
+// createOrPatch makes the pool's MachineDeployment or MachineSet what set
+// writes: it creates fresh when none was read (and there is a target to
+// boot), else patches the one read (patchFrom) when set changes it. It
+// reports whether it patched.
+func createOrPatch[T any, P scaled[T]](ctx context.Context, r *Reconciler, pool *nodepoolv1.NodePool, read, fresh P, set func(P), replicas func(P) *int32,
+	d rollout.Decision, target *rollout.MachineDeploymentTarget, kind string) (bool, error) {
+	if read == nil {
+		if target == nil {
+			return false, nil // nothing valid to boot yet
+		}
+		set(fresh)
+		if err := controllerutil.SetControllerReference(pool, fresh, r.Client.Scheme()); err != nil {
+			return false, err
+		}
+		if err := r.Client.Create(ctx, fresh); err != nil {
+			return false, fmt.Errorf("creating %s: %w", kind, err)
+		}
+		return false, nil
+	}
+	obj := read.DeepCopyObject().(P)
+	set(obj)
+	if equality.Semantic.DeepEqual(obj, read) {
+		return false, nil
+	}
+	if err := r.Client.Patch(ctx, obj, patchFrom(d, read, replicas(read), replicas(obj))); err != nil {
+		return false, fmt.Errorf("patching %s: %w", kind, err)
+	}
+	return true, nil
 }
 
 func (r *Reconciler) now() time.Time {

@@ -2,12 +2,9 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -50,27 +47,8 @@ func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, d ro
 }
 
 func (r *Reconciler) applyMachineSet(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
-	if w.ms == nil {
-		if target == nil {
-			return nil // nothing valid to boot yet
-		}
-		ms := &clusterv1.MachineSet{}
-		desiredMachineSet(ms, pool, d, target)
-		if err := controllerutil.SetControllerReference(pool, ms, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, ms); err != nil {
-			return fmt.Errorf("creating MachineSet: %w", err)
-		}
-		return nil
-	}
-	ms := w.ms.DeepCopy()
-	desiredMachineSet(ms, pool, d, target)
-	if equality.Semantic.DeepEqual(ms, w.ms) {
-		return nil
-	}
-	if err := r.Client.Patch(ctx, ms, patchFrom(d, w.ms, w.ms.Spec.Replicas, ms.Spec.Replicas)); err != nil {
-		return fmt.Errorf("patching MachineSet: %w", err)
-	}
-	return nil
+	set := func(ms *clusterv1.MachineSet) { desiredMachineSet(ms, pool, d, target) }
+	replicas := func(ms *clusterv1.MachineSet) *int32 { return ms.Spec.Replicas }
+	_, err := createOrPatch(ctx, r, pool, w.ms, &clusterv1.MachineSet{}, set, replicas, d, target, "MachineSet") // apply.go
+	return err
 }
