@@ -37,8 +37,8 @@ import (
 // templateName is the clone name of the current inputs' template, computed
 // once by observe.Latest; the clone is made when the plan targets it.
 func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, templateName string, w *world, plan rollout.Plan) error {
-	if len(w.conflicts) > 0 {
-		return &conflictError{objects: w.conflicts}
+	if len(w.Conflicts) > 0 {
+		return &conflictError{objects: w.Conflicts}
 	}
 	if err := r.protectInUse(ctx, pool, w); err != nil {
 		return err
@@ -61,7 +61,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	// started payload is what pending drift is measured against, so a
 	// crash in between never absorbs drift that was not rolled.
 	for _, a := range plan.UserData {
-		if _, exists := w.userData[a.Name]; exists {
+		if _, exists := w.UserData[a.Name]; exists {
 			continue
 		}
 		if err := r.applyUserData(ctx, pool, w, a, current[a.TokenName]); err != nil {
@@ -94,7 +94,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		return err
 	}
 	for _, a := range plan.UserData {
-		if _, exists := w.userData[a.Name]; !exists {
+		if _, exists := w.UserData[a.Name]; !exists {
 			continue
 		}
 		if err := r.applyUserData(ctx, pool, w, a, current[a.TokenName]); err != nil {
@@ -110,7 +110,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	collected := false
 	for _, name := range plan.Delete {
 		s := w.secretByName(name)
-		if _, ok := w.userData[name]; ok {
+		if _, ok := w.UserData[name]; ok {
 			collected = true
 		}
 		if s == nil {
@@ -154,7 +154,7 @@ func (r *Reconciler) storePayload(ctx context.Context, pool *nodepoolv1.NodePool
 // the only writer of tokens.
 func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, w *world, a rollout.TokenAction) (secrets.Token, error) {
 	now := r.now()
-	existing, ok := w.decoded[a.Name]
+	existing, ok := w.DecodedTokens[a.Name]
 	if !a.Create && ok && !a.Rotate && existing.PayloadHash == a.PayloadHash {
 		return existing, nil
 	}
@@ -181,9 +181,9 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
 		return secrets.Token{}, err
 	}
-	old, found := w.tokens[a.Name]
+	old, found := w.Tokens[a.Name]
 	if !found {
-		old, found = w.unreadable[a.Name]
+		old, found = w.Unreadable[a.Name]
 	}
 	if found {
 		// A merge patch of data and our annotations only: the payload
@@ -206,7 +206,7 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 			return secrets.Token{}, err
 		}
 	}
-	w.decoded[a.Name] = t
+	w.DecodedTokens[a.Name] = t
 	return t, nil
 }
 
@@ -222,7 +222,7 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 		return fmt.Errorf("rendering user-data %s: %w", a.Name, err)
 	}
 	s := userDataSecret(pool.Namespace, pool.Spec.ClusterName, pool.Name, a.UserData, pointer, tok.RotatedAt)
-	old, found := w.userData[a.Name]
+	old, found := w.UserData[a.Name]
 	if !found {
 		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
 		return r.createOwned(ctx, pool, s, "Secret")
@@ -325,14 +325,14 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
 	set := func(md *clusterv1.MachineDeployment) { desiredMachineDeployment(md, pool, d, target) }
 	replicas := func(md *clusterv1.MachineDeployment) *int32 { return md.Spec.Replicas }
-	patched, err := createOrPatch(ctx, r, pool, w.md, &clusterv1.MachineDeployment{}, set, replicas, d, target, "MachineDeployment")
+	patched, err := createOrPatch(ctx, r, pool, w.MachineDeployment, &clusterv1.MachineDeployment{}, set, replicas, d, target, "MachineDeployment")
 	if err != nil || !patched {
 		return err
 	}
-	if ptr.Deref(w.md.Spec.Paused, false) {
-		r.Recorder.Eventf(pool, w.md, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
+	if ptr.Deref(w.MachineDeployment.Spec.Paused, false) {
+		r.Recorder.Eventf(pool, w.MachineDeployment, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
 			"MachineDeployment %s was paused (spec.paused) outside the pool, which would hold its rollouts unseen; resumed it: pause the pool with `kubectl nodepool rollout pause %s -n %s`",
-			w.md.Name, pool.Name, pool.Namespace)
+			w.MachineDeployment.Name, pool.Name, pool.Namespace)
 	}
 	return nil
 }
@@ -386,7 +386,7 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) markUnreferenced(ctx context.Context, w *world, plan rollout.Plan) error {
 	now := r.now()
 	mark := func(name string, set bool) error {
-		old, ok := w.userData[name]
+		old, ok := w.UserData[name]
 		if !ok {
 			return nil
 		}

@@ -49,6 +49,6 @@ func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, d ro
 func (r *Reconciler) applyMachineSet(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
 	set := func(ms *clusterv1.MachineSet) { desiredMachineSet(ms, pool, d, target) }
 	replicas := func(ms *clusterv1.MachineSet) *int32 { return ms.Spec.Replicas }
-	_, err := createOrPatch(ctx, r, pool, w.ms, &clusterv1.MachineSet{}, set, replicas, d, target, "MachineSet") // apply.go
+	_, err := createOrPatch(ctx, r, pool, w.InPlaceSet, &clusterv1.MachineSet{}, set, replicas, d, target, "MachineSet") // apply.go
 	return err
 }
