@@ -51,6 +51,7 @@ func Decide(in Input) Plan {
 	}
 	recordShape(in, d, &p)              // window_fit.go
 	d.Drain = decideDrain(in, d.Target) // drain.go
+	d.DrainForecast = forecastDrains(in, d)
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
