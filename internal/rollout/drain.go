@@ -49,8 +49,10 @@ const drainResumed = "/resumed"
 
 // decideDrain weighs the pool's drains against its policy (poolmath.Drain):
 // a drain lasting the timeout with pods left is blocked; with Halt the
-// first blocked one halts the target's rollout, which holds while the
-// target is that rollout, until a person resumes it (Resume).
+// first blocked one of the target's rollout halts it, which holds while the
+// target is that rollout, until a person resumes it (Resume). A drain that
+// started before the target's user-data was made is a superseded
+// rollout's: it is reported blocked but halts no later rollout.
 func decideDrain(in Input, target *UserData) *DrainState {
 	ds := &DrainState{Policy: poolmath.Drain(in.Pool), Blocked: map[string]bool{}}
 	ds.Nodes = append(ds.Nodes, in.Drains...)
@@ -72,17 +74,22 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		ends := d.Since.Add(ds.Policy.Timeout)
 		if !in.Now.Before(ends) {
 			ds.Blocked[d.Node] = true
-			if ds.Policy.OnTimeout == nodepoolv1.DrainHalt && ds.Halt == nil {
-				d := d
-				ds.Halt = &d
-			}
 		} else if ds.next.IsZero() || ends.Before(ds.next) {
 			ds.next = ends
 		}
 	}
 	if target == nil {
-		ds.Halt = nil
 		return ds
+	}
+	halts := func(d NodeDrain) bool {
+		return ds.Blocked[d.Node] && ds.Policy.OnTimeout == nodepoolv1.DrainHalt && !d.Since.Before(target.Created)
+	}
+	for _, d := range ds.Nodes {
+		if halts(d) {
+			d := d
+			ds.Halt = &d
+			break
+		}
 	}
 	recorded := annotation(in.Pool, nodepoolv1.AnnotationDrainHalted)
 	held, machine, _ := strings.Cut(strings.TrimSuffix(recorded, drainResumed), "/")
@@ -91,7 +98,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		// blocked drain may.
 		ds.Halt = nil
 		for _, d := range ds.Nodes {
-			if ds.Blocked[d.Node] && d.Machine != machine && ds.Policy.OnTimeout == nodepoolv1.DrainHalt {
+			if halts(d) && d.Machine != machine {
 				d := d
 				ds.Halt = &d
 				break

@@ -59,6 +59,9 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 		halt        bool
 		record      string
 		requeueSoon bool
+		// targetAge is how long ago the target's user-data was made (0:
+		// unknown).
+		targetAge time.Duration
 	}{
 		{name: "a drain within its timeout is reported, not blocked, and looked at when it ends",
 			pool: pool(nodepoolv1.DrainWait, nil), drains: []NodeDrain{drain(10 * time.Minute)}, requeueSoon: true},
@@ -76,13 +79,22 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 		{name: "Halt: once resumed the drain that halted it halts nothing more",
 			pool:   pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "new/m1/resumed"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
 			drains: []NodeDrain{drain(40 * time.Minute)}, blocked: true},
+		{name: "Halt: a drain of a superseded rollout, older than the target, halts nothing",
+			pool:   pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "old/m1"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
+			drains: []NodeDrain{drain(2 * time.Hour)}, blocked: true, targetAge: time.Hour},
+		{name: "Halt: a drain the target's rollout started halts it",
+			pool: pool(nodepoolv1.DrainHalt, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "halting the rollout", halt: true, record: "new/m1", targetAge: time.Hour},
 		{name: "Force: blocked and said, never halts",
 			pool: pool(nodepoolv1.DrainForce, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "forcing it (onTimeout Force)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Input{Pool: tc.pool, Now: now, Drains: tc.drains}
 			p := Plan{Annotations: map[string]string{}, MachineDeployment: &MachineDeploymentTarget{}}
-			ds := decideDrain(in, target)
+			target := *target
+			if tc.targetAge > 0 {
+				target.Created = now.Add(-tc.targetAge)
+			}
+			ds := decideDrain(in, &target)
 			planDrain(in, ds, &p)
 			requeueDrain(in, ds, &p)
 			if len(p.Drains) != len(tc.drains) || len(p.Drains) > 0 && (p.Drains[0].Blocked != tc.blocked || p.Drains[0].Pods[0].Budget != "web") {
