@@ -200,23 +200,48 @@ func TestScenarioAPauseNeitherStopsABlockedDrainNorItsHaltAndTheNextChangeWaitsF
 	}
 }
 
-// A drain halt holds a forced request (`rollout restart`) of the same
-// rollout until a person resumes the pool, as a health halt does.
+// A drain halt holds a forced request (`rollout restart`) of the rollout
+// it halted until a person resumes the pool, as a health halt does: the
+// decision says so, and nothing is replaced meanwhile. After the resume
+// the restart replaces every machine.
 func TestScenarioADrainHaltHoldsAForcedRestartUntilAResume(t *testing.T) {
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: drainPolicy(nodepoolv1.DrainHalt, 20*time.Minute)})
 	p.DrainBlocked = true
+	var restart time.Time
 	w.After(time.Minute, "owner edits the config to c2", func(*World) { p.Inputs.Config = "c2" })
 	w.After(time.Hour, "owner restarts the pool", func(w *World) {
-		p.Obj.Spec.Management.RolloutAfter = &metav1.Time{Time: w.Now.Truncate(time.Second)}
+		restart = w.Now.Truncate(time.Second)
+		p.Obj.Spec.Management.RolloutAfter = &metav1.Time{Time: restart}
 	})
+	var held rollout.Decision
+	w.After(90*time.Minute, "look at the decision", func(*World) { held = p.LastPlan().Decision })
 	run(t, w, 3*time.Hour)
-	t.Logf("%s", w.Trace())
+	if held.Action != rollout.ActionHold || held.Forced == nil || held.Forced.State != rollout.ForcedHalted ||
+		!strings.Contains(held.Reason, "did not drain") || !strings.Contains(held.Reason, "resume") {
+		t.Fatalf("decision %s (%+v): %q; want the restart held by the drain halt, saying how to resume\n%s", held.Action, held.Forced, held.Reason, w.Trace())
+	}
+	if len(p.History) != 2 || held.Standing.Phase != rollout.PhaseHalted {
+		t.Fatalf("%d records, phase %s: want the restart not started while halted\n%s", len(p.History), held.Standing.Phase, w.Trace())
+	}
+	w.After(time.Minute, "the budget allows evictions again; a person resumes", func(*World) {
+		p.UnblockDrains()
+		p.Resumed()
+	})
+	run(t, w, 2*time.Hour)
+	wantRecord(t, w, p, rollout.InitiatorRestart, OutcomeComplete)
+	for _, m := range p.Machines {
+		if m.Created.Before(restart) {
+			t.Errorf("machine %s created %s, before the restart at %s\n%s", m.Name, m.Created.Format(time.RFC3339), restart.Format(time.RFC3339), w.Trace())
+		}
+	}
 }
 
-// Auto repair is not a rollout: while a rollout is halted on a blocked
-// drain, the MachineHealthCheck still replaces a machine whose node went
-// NotReady, and the halt still holds every other machine.
+// Auto repair is not a rollout: while a rollout is halted on blocked
+// drains, the MachineHealthCheck still replaces a machine whose node went
+// NotReady (its MachineSet makes the replacement; the paused
+// MachineDeployment does not stop it), and the halt still holds the old
+// nodes and every other machine.
 func TestScenarioAutoRepairReplacesAnUnhealthyMachineWhileTheRolloutIsHaltedOnADrain(t *testing.T) {
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
@@ -225,8 +250,30 @@ func TestScenarioAutoRepairReplacesAnUnhealthyMachineWhileTheRolloutIsHaltedOnAD
 	}})
 	p.DrainBlocked = true
 	w.After(time.Minute, "owner edits the config to c2", func(*World) { p.Inputs.Config = "c2" })
-	run(t, w, time.Hour)
-	t.Logf("%s", w.Trace())
+	var sick string
+	w.After(time.Hour, "a new machine's node turns NotReady", func(w *World) {
+		m := p.Machines[0]
+		sick, m.UnhealthyAt = m.Name, w.Now
+		p.watch = true
+	})
+	run(t, w, 2*time.Hour)
+	c := p.Condition(nodepoolv1.ConditionRolloutHealthy)
+	if c == nil || c.Reason != nodepoolv1.ReasonDrainHalted || !p.MD.Paused || len(p.Draining) != 3 {
+		t.Fatalf("RolloutHealthy %+v, paused %v, draining %v: want the rollout halted, the old nodes kept\n%s", c, p.MD.Paused, draining(p), w.Trace())
+	}
+	if len(p.Machines) != 3 || onPayloads(p)[latestHash(p)] != 3 {
+		t.Fatalf("machines %v: want 3, all on the new payload\n%s", onPayloads(p), w.Trace())
+	}
+	for _, m := range p.Machines {
+		if m.Name == sick {
+			t.Fatalf("%s is still there: the MachineHealthCheck did not replace it during the halt\n%s", sick, w.Trace())
+		}
+	}
+	for _, m := range p.Draining {
+		if m.Name == sick {
+			t.Fatalf("%s is held draining: a repair is not a rollout's drain\n%s", sick, w.Trace())
+		}
+	}
 }
 
 // Controller restarts before and after a drain's timeout change nothing:
@@ -240,6 +287,14 @@ func TestScenarioARestartedControllerKeepsADrainHaltAndSaysItOnce(t *testing.T) 
 		w.After(d, "the controller restarts", func(w *World) { w.Restart() })
 	}
 	run(t, w, 3*time.Hour)
-	t.Logf("%d %d %s", len(eventsOf(p, nodepoolv1.EventDrainBlocked)), len(eventsOf(p, nodepoolv1.ReasonDrainHalted)), w.Trace())
-	_ = strings.Contains
+	blocked, halted := eventsOf(p, nodepoolv1.EventDrainBlocked), eventsOf(p, nodepoolv1.ReasonDrainHalted)
+	if len(blocked) != 2 || len(halted) != 1 {
+		t.Errorf("%d DrainBlocked and %d DrainHalted events across 4 restarts: want one per blocked node and one halt\n%v\n%s", len(blocked), len(halted), p.Events, w.Trace())
+	}
+	if c := p.Condition(nodepoolv1.ConditionRolloutHealthy); c == nil || c.Reason != nodepoolv1.ReasonDrainHalted || !p.MD.Paused || len(p.Draining) != 2 || len(blockedDrains(p)) != 2 {
+		t.Errorf("RolloutHealthy %+v, paused %v, draining %v, status.drains %+v: want the halt held across the restarts\n%s", c, p.MD.Paused, draining(p), p.Obj.Status.Drains, w.Trace())
+	}
+	if len(halted) == 1 && !strings.Contains(halted[0].Message, guardedPod(p.Draining[0])) {
+		t.Errorf("DrainHalted %q does not name the pod that held the node", halted[0].Message)
+	}
 }
