@@ -25,6 +25,9 @@ type NodeDrain struct {
 	Message string
 	// Pods are the pods that hold the node and why (DrainBlockers).
 	Pods []nodepoolv1.DrainBlocker
+	// inPlace is set for an InPlace node's drain, which the pool's
+	// current rollout carries on whenever it started.
+	inPlace bool
 }
 
 // DrainState is where the pool's drains stand against its drain policy.
@@ -50,9 +53,11 @@ const drainResumed = "/resumed"
 // decideDrain weighs the pool's drains against its policy (poolmath.Drain):
 // a drain lasting the timeout with pods left is blocked; with Halt the
 // first blocked one of the target's rollout halts it, which holds while the
-// target is that rollout, until a person resumes it (Resume). A drain that
-// started before the target's user-data was made is a superseded
-// rollout's: it is reported blocked but halts no later rollout.
+// target is that rollout, until a person resumes it (Resume). A Replace
+// pool's drain that started before the target's user-data was made is a
+// superseded rollout's deleted machine: it is reported blocked but halts
+// no later rollout, which Cluster API carries on beside it (an InPlace
+// node's drain holds the current rollout, whenever it started).
 func decideDrain(in Input, target *UserData) *DrainState {
 	ds := &DrainState{Policy: poolmath.Drain(in.Pool), Blocked: map[string]bool{}}
 	ds.Nodes = append(ds.Nodes, in.Drains...)
@@ -61,7 +66,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 			if m.Phase != nodepoolv1.UpdatePhaseDraining || m.PodsLeft == 0 {
 				continue
 			}
-			d := NodeDrain{Machine: m.Machine, Node: m.Node, Since: m.StartedAt, Message: m.DrainBlocked}
+			d := NodeDrain{Machine: m.Machine, Node: m.Node, Since: m.StartedAt, Message: m.DrainBlocked, inPlace: true}
 			if d.Message == "" {
 				d.Message = fmt.Sprintf("%d pods left to evict", m.PodsLeft)
 			}
@@ -82,7 +87,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		return ds
 	}
 	halts := func(d NodeDrain) bool {
-		return ds.Blocked[d.Node] && ds.Policy.OnTimeout == nodepoolv1.DrainHalt && !d.Since.Before(target.Created)
+		return ds.Blocked[d.Node] && ds.Policy.OnTimeout == nodepoolv1.DrainHalt && (d.inPlace || !d.Since.Before(target.Created))
 	}
 	for _, d := range ds.Nodes {
 		if halts(d) {

@@ -62,6 +62,8 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 		// targetAge is how long ago the target's user-data was made (0:
 		// unknown).
 		targetAge time.Duration
+		// inPlace are the pool's InPlace machines (nil: a Replace pool).
+		inPlace *InPlace
 	}{
 		{name: "a drain within its timeout is reported, not blocked, and looked at when it ends",
 			pool: pool(nodepoolv1.DrainWait, nil), drains: []NodeDrain{drain(10 * time.Minute)}, requeueSoon: true},
@@ -84,11 +86,15 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 			drains: []NodeDrain{drain(2 * time.Hour)}, blocked: true, targetAge: time.Hour},
 		{name: "Halt: a drain the target's rollout started halts it",
 			pool: pool(nodepoolv1.DrainHalt, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "halting the rollout", halt: true, record: "new/m1", targetAge: time.Hour},
+		{name: "Halt: an InPlace node's drain older than the target holds the current rollout: it halts it",
+			pool: pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "old/m1"}), blocked: true, event: "halting the rollout", halt: true, record: "new/m1", targetAge: time.Hour,
+			inPlace: &InPlace{Machines: []InPlaceMachine{{Machine: "m1", Node: "n1", Phase: nodepoolv1.UpdatePhaseDraining, StartedAt: now.Add(-2 * time.Hour), PodsLeft: 1,
+				DrainBlocked: "eviction of pod apps/web-1 refused: The disruption budget web needs 2 healthy pods and has 2 currently"}}}},
 		{name: "Force: blocked and said, never halts",
 			pool: pool(nodepoolv1.DrainForce, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "forcing it (onTimeout Force)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Pool: tc.pool, Now: now, Drains: tc.drains}
+			in := Input{Pool: tc.pool, Now: now, Drains: tc.drains, InPlace: tc.inPlace}
 			p := Plan{Annotations: map[string]string{}, MachineDeployment: &MachineDeploymentTarget{}}
 			target := *target
 			if tc.targetAge > 0 {
@@ -97,7 +103,7 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 			ds := decideDrain(in, &target)
 			planDrain(in, ds, &p)
 			requeueDrain(in, ds, &p)
-			if len(p.Drains) != len(tc.drains) || len(p.Drains) > 0 && (p.Drains[0].Blocked != tc.blocked || p.Drains[0].Pods[0].Budget != "web") {
+			if len(p.Drains) != len(tc.drains)+inPlaceDrains(tc.inPlace) || len(p.Drains) > 0 && (p.Drains[0].Blocked != tc.blocked || p.Drains[0].Pods[0].Budget != "web") {
 				t.Errorf("status.drains = %+v", p.Drains)
 			}
 			var events []string
@@ -109,7 +115,7 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 			if tc.event == "" && len(events) > 0 || tc.event != "" && (len(events) != 1 || !strings.Contains(events[0], tc.event)) {
 				t.Errorf("DrainBlocked events = %q, want %q", events, tc.event)
 			}
-			if (ds.Halt != nil) != tc.halt || p.MachineDeployment.Paused != tc.halt || p.Annotations[nodepoolv1.AnnotationDrainHalted] != tc.record {
+			if (ds.Halt != nil) != tc.halt || p.MachineDeployment.Paused != (tc.halt && tc.inPlace == nil) || p.Annotations[nodepoolv1.AnnotationDrainHalted] != tc.record {
 				t.Errorf("halt = %+v, paused %v, recorded %q; want halt %v, record %q", ds.Halt, p.MachineDeployment.Paused, p.Annotations[nodepoolv1.AnnotationDrainHalted], tc.halt, tc.record)
 			}
 			halted := false
@@ -131,4 +137,11 @@ func TestAnInPlaceDrainsRefusedEvictionsNameThePodsAndBudgets(t *testing.T) {
 	if len(got) != 2 || got[0].Pod != "apps/web-1" || got[0].Budget != "web" || got[1].Pod != "apps/db-0" || got[1].Budget != "" || got[1].Reason != "connection refused" {
 		t.Errorf("DrainBlockers = %+v", got)
 	}
+}
+
+func inPlaceDrains(ip *InPlace) int {
+	if ip == nil {
+		return 0
+	}
+	return len(ip.Machines)
 }
