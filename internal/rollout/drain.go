@@ -25,9 +25,6 @@ type NodeDrain struct {
 	Message string
 	// Pods are the pods that hold the node and why (DrainBlockers).
 	Pods []nodepoolv1.DrainBlocker
-	// inPlace is set for an InPlace node's drain, which the pool's
-	// current rollout carries on whenever it started.
-	inPlace bool
 }
 
 // DrainState is where the pool's drains stand against its drain policy.
@@ -52,12 +49,8 @@ const drainResumed = "/resumed"
 
 // decideDrain weighs the pool's drains against its policy (poolmath.Drain):
 // a drain lasting the timeout with pods left is blocked; with Halt the
-// first blocked one of the target's rollout halts it, which holds while the
-// target is that rollout, until a person resumes it (Resume). A Replace
-// pool's drain that started before the target's user-data was made is a
-// superseded rollout's deleted machine: it is reported blocked but halts
-// no later rollout, which Cluster API carries on beside it (an InPlace
-// node's drain holds the current rollout, whenever it started).
+// first blocked one halts the target's rollout, which holds while the
+// target is that rollout, until a person resumes it (Resume).
 func decideDrain(in Input, target *UserData) *DrainState {
 	ds := &DrainState{Policy: poolmath.Drain(in.Pool), Blocked: map[string]bool{}}
 	ds.Nodes = append(ds.Nodes, in.Drains...)
@@ -66,7 +59,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 			if m.Phase != nodepoolv1.UpdatePhaseDraining || m.PodsLeft == 0 {
 				continue
 			}
-			d := NodeDrain{Machine: m.Machine, Node: m.Node, Since: m.StartedAt, Message: m.DrainBlocked, inPlace: true}
+			d := NodeDrain{Machine: m.Machine, Node: m.Node, Since: m.StartedAt, Message: m.DrainBlocked}
 			if d.Message == "" {
 				d.Message = fmt.Sprintf("%d pods left to evict", m.PodsLeft)
 			}
@@ -79,22 +72,17 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		ends := d.Since.Add(ds.Policy.Timeout)
 		if !in.Now.Before(ends) {
 			ds.Blocked[d.Node] = true
+			if ds.Policy.OnTimeout == nodepoolv1.DrainHalt && ds.Halt == nil {
+				d := d
+				ds.Halt = &d
+			}
 		} else if ds.next.IsZero() || ends.Before(ds.next) {
 			ds.next = ends
 		}
 	}
 	if target == nil {
+		ds.Halt = nil
 		return ds
-	}
-	halts := func(d NodeDrain) bool {
-		return ds.Blocked[d.Node] && ds.Policy.OnTimeout == nodepoolv1.DrainHalt && (d.inPlace || !d.Since.Before(target.Created))
-	}
-	for _, d := range ds.Nodes {
-		if halts(d) {
-			d := d
-			ds.Halt = &d
-			break
-		}
 	}
 	recorded := annotation(in.Pool, nodepoolv1.AnnotationDrainHalted)
 	held, machine, _ := strings.Cut(strings.TrimSuffix(recorded, drainResumed), "/")
@@ -103,7 +91,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		// blocked drain may.
 		ds.Halt = nil
 		for _, d := range ds.Nodes {
-			if halts(d) && d.Machine != machine {
+			if ds.Blocked[d.Node] && d.Machine != machine && ds.Policy.OnTimeout == nodepoolv1.DrainHalt {
 				d := d
 				ds.Halt = &d
 				break

@@ -59,11 +59,6 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 		halt        bool
 		record      string
 		requeueSoon bool
-		// targetAge is how long ago the target's user-data was made (0:
-		// unknown).
-		targetAge time.Duration
-		// inPlace are the pool's InPlace machines (nil: a Replace pool).
-		inPlace *InPlace
 	}{
 		{name: "a drain within its timeout is reported, not blocked, and looked at when it ends",
 			pool: pool(nodepoolv1.DrainWait, nil), drains: []NodeDrain{drain(10 * time.Minute)}, requeueSoon: true},
@@ -81,29 +76,19 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 		{name: "Halt: once resumed the drain that halted it halts nothing more",
 			pool:   pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "new/m1/resumed"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
 			drains: []NodeDrain{drain(40 * time.Minute)}, blocked: true},
-		{name: "Halt: a drain of a superseded rollout, older than the target, halts nothing",
+		{name: "Halt: a drain still blocked from a superseded rollout holds the next one too: it halts it",
 			pool:   pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "old/m1"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
-			drains: []NodeDrain{drain(2 * time.Hour)}, blocked: true, targetAge: time.Hour},
-		{name: "Halt: a drain the target's rollout started halts it",
-			pool: pool(nodepoolv1.DrainHalt, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "halting the rollout", halt: true, record: "new/m1", targetAge: time.Hour},
-		{name: "Halt: an InPlace node's drain older than the target holds the current rollout: it halts it",
-			pool: pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "old/m1"}), blocked: true, event: "halting the rollout", halt: true, record: "new/m1", targetAge: time.Hour,
-			inPlace: &InPlace{Machines: []InPlaceMachine{{Machine: "m1", Node: "n1", Phase: nodepoolv1.UpdatePhaseDraining, StartedAt: now.Add(-2 * time.Hour), PodsLeft: 1,
-				DrainBlocked: "eviction of pod apps/web-1 refused: The disruption budget web needs 2 healthy pods and has 2 currently"}}}},
+			drains: []NodeDrain{drain(2 * time.Hour)}, blocked: true, halt: true, record: "new/m1"},
 		{name: "Force: blocked and said, never halts",
 			pool: pool(nodepoolv1.DrainForce, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "forcing it (onTimeout Force)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Pool: tc.pool, Now: now, Drains: tc.drains, InPlace: tc.inPlace}
+			in := Input{Pool: tc.pool, Now: now, Drains: tc.drains}
 			p := Plan{Annotations: map[string]string{}, MachineDeployment: &MachineDeploymentTarget{}}
-			target := *target
-			if tc.targetAge > 0 {
-				target.Created = now.Add(-tc.targetAge)
-			}
-			ds := decideDrain(in, &target)
+			ds := decideDrain(in, target)
 			planDrain(in, ds, &p)
 			requeueDrain(in, ds, &p)
-			if len(p.Drains) != len(tc.drains)+inPlaceDrains(tc.inPlace) || len(p.Drains) > 0 && (p.Drains[0].Blocked != tc.blocked || p.Drains[0].Pods[0].Budget != "web") {
+			if len(p.Drains) != len(tc.drains) || len(p.Drains) > 0 && (p.Drains[0].Blocked != tc.blocked || p.Drains[0].Pods[0].Budget != "web") {
 				t.Errorf("status.drains = %+v", p.Drains)
 			}
 			var events []string
@@ -115,7 +100,7 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 			if tc.event == "" && len(events) > 0 || tc.event != "" && (len(events) != 1 || !strings.Contains(events[0], tc.event)) {
 				t.Errorf("DrainBlocked events = %q, want %q", events, tc.event)
 			}
-			if (ds.Halt != nil) != tc.halt || p.MachineDeployment.Paused != (tc.halt && tc.inPlace == nil) || p.Annotations[nodepoolv1.AnnotationDrainHalted] != tc.record {
+			if (ds.Halt != nil) != tc.halt || p.MachineDeployment.Paused != tc.halt || p.Annotations[nodepoolv1.AnnotationDrainHalted] != tc.record {
 				t.Errorf("halt = %+v, paused %v, recorded %q; want halt %v, record %q", ds.Halt, p.MachineDeployment.Paused, p.Annotations[nodepoolv1.AnnotationDrainHalted], tc.halt, tc.record)
 			}
 			halted := false
@@ -137,11 +122,4 @@ func TestAnInPlaceDrainsRefusedEvictionsNameThePodsAndBudgets(t *testing.T) {
 	if len(got) != 2 || got[0].Pod != "apps/web-1" || got[0].Budget != "web" || got[1].Pod != "apps/db-0" || got[1].Budget != "" || got[1].Reason != "connection refused" {
 		t.Errorf("DrainBlockers = %+v", got)
 	}
-}
-
-func inPlaceDrains(ip *InPlace) int {
-	if ip == nil {
-		return 0
-	}
-	return len(ip.Machines)
 }

@@ -114,7 +114,6 @@ func TestTheStandingSaysWhereAPoolStands(t *testing.T) {
 				w := inputstest.New()
 				w.Pool.Spec.Management.Drain = &nodepoolv1.Drain{OnTimeout: nodepoolv1.DrainHalt, Timeout: &metav1.Duration{Duration: 30 * time.Minute}}
 				in, _, _, _ := halfwayThroughAVersionRollout(t, w)
-				in.Now = in.Now.Add(time.Hour) // the rollout's drain started after it
 				in.Drains = []NodeDrain{{Machine: "a", Node: "a", Since: in.Now.Add(-time.Hour),
 					Pods: []nodepoolv1.DrainBlocker{{Pod: "apps/web-1", Budget: "web", Reason: "its eviction is refused"}}}}
 				return in
