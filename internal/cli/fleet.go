@@ -57,6 +57,11 @@ type FleetRow struct {
 	// pause-end, fleet ... wave N, never: why).
 	RunsLatestAt *time.Time `json:"runsLatestAt,omitempty"`
 	RunsLatest   string     `json:"runsLatest,omitempty"`
+	// Draining is how many of the pool's nodes are being drained
+	// (status.drains), DrainsBlocked how many of them past the drain
+	// timeout with pods left (fleet_drains.go).
+	Draining      int `json:"draining,omitempty"`
+	DrainsBlocked int `json:"drainsBlocked,omitempty"`
 }
 
 // FleetDrift is one pending platform component of a pool.
@@ -106,7 +111,10 @@ column names the fleet rollout the pool belongs to, with its wave and state
 pending drift, is when it is forecast to run the latest platform payload: its
 fleet rollout wave's predicted end, or the rollout engine run in simulated time
 over its policy, windows, deadline, pause and history (never: not without
-action; kubectl nodepool fleet forecast says why).`,
+action; kubectl nodepool fleet forecast says why). DRAINS, when a pool drains a
+node, is how many of its nodes are being drained and how many of them are
+blocked past the drain timeout (status.drains; kubectl nodepool rollout status
+POOL names the pods that hold them).`,
 		Example: `  # Which pools across the fleet have waited longest for platform changes?
   kubectl nodepool fleet -A --sort-by drift-age
 
@@ -208,6 +216,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 			r.OldestDriftSeconds = max(r.OldestDriftSeconds, a)
 		}
 		windowFleet(&r, &p) // window.go
+		drainsFleet(&r, &p) // fleet_drains.go
 		if pendingOnly && len(r.Drift) == 0 {
 			continue
 		}
@@ -232,6 +241,10 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 	}
 	if latest {
 		t.header = append(t.header, "RUNS-LATEST")
+	}
+	drains := withDrains(rows) // fleet_drains.go: the drains column when a pool drains a node
+	if drains {
+		t.header = append(t.header, "DRAINS")
 	}
 	for _, r := range rows {
 		var drift []string
@@ -263,6 +276,9 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 		}
 		if latest {
 			row = append(row, runsLatestCell(now, r))
+		}
+		if drains {
+			row = append(row, drainsCell(r))
 		}
 		t.add(row...)
 	}

@@ -104,6 +104,10 @@ type Decision struct {
 	// Drain is where the pool's drains stand against its drain policy
 	// (drain.go).
 	Drain *DrainState
+	// DrainForecast is what the drains of the rollout the decision starts,
+	// defers or schedules are predicted to meet (drain_predict.go); nil
+	// unless Input.DrainPods was read.
+	DrainForecast *DrainForecast
 }
 
 // ForcedState is where a forced-rollout request stands.

@@ -52,6 +52,7 @@ func Decide(in Input) Plan {
 	recordShape(in, d, &p) // window_fit.go
 	d.Components = componentsChanging(in, stored, p.Record)
 	d.Drain = decideDrain(in, d.Target) // drain.go
+	d.DrainForecast = forecastDrains(in, d)
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
@@ -108,7 +109,8 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		return poolmath.CreatedBefore(md.MachinesCreated, at)
 	}
 	f := d.Forced
-	if f != nil && f.State == ForcedStarts && haltHolds(in, o.target) != nil {
+	drainHalted := drainHaltHolds(in, o.target) // drain.go
+	if f != nil && f.State == ForcedStarts && (haltHolds(in, o.target) != nil || drainHalted) {
 		f.State = ForcedHalted // health_halt.go: a halt holds until a resume or an owner change
 	}
 	switch {
@@ -122,8 +124,12 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		d.Action, d.Initiator, d.At, d.Machines = ActionStart, ownerInitiator(o.current, o.target), in.Now, owned
 	case f != nil && f.State == ForcedHalted:
 		d.Action, d.Initiator, d.At, d.Machines = ActionHold, f.Initiator, f.At, forcedMachines(f.At)
-		d.Reason = fmt.Sprintf("the rollout is halted by its health gate: the forced rollout (%s, machines created before %s) waits until `kubectl nodepool rollout resume` or an owner change",
-			f.Initiator, f.At.UTC().Format(time.RFC3339))
+		by := "its health gate"
+		if drainHalted && haltHolds(in, o.target) == nil {
+			by = "a node that did not drain (onTimeout Halt)"
+		}
+		d.Reason = fmt.Sprintf("the rollout is halted by %s: the forced rollout (%s, machines created before %s) waits until `kubectl nodepool rollout resume` or an owner change",
+			by, f.Initiator, f.At.UTC().Format(time.RFC3339))
 	case f != nil && f.State == ForcedStarts:
 		d.Action, d.Initiator, d.At, d.Machines = ActionForce, f.Initiator, f.At, forcedMachines(f.At)
 	case o.deferred:
