@@ -269,12 +269,16 @@ func standing(pool *nodepoolv1.NodePool, now rollout.Standing) (rollout.Phase, s
 	return now.Phase, now.Message
 }
 
-// settled is whether the pool is settled, as the controller published it
-// (status.rollout.settled), or as the engine says now for a pool whose
-// status does not carry it yet.
+// settled is whether the pool is settled: as the controller published it
+// (status.rollout.settled) and as the engine says on what the command
+// reads now. The controller publishes its standing last in a reconcile,
+// after it started what it decided, so a rollout it just started can be
+// read (its history record, the MachineDeployment replacing machines)
+// before its status says so; and a pool whose status does not carry the
+// standing yet has only the engine's.
 func settled(pool *nodepoolv1.NodePool, now rollout.Standing) bool {
-	if r := pool.Status.Rollout; r != nil {
-		return r.Settled
+	if r := pool.Status.Rollout; r != nil && !r.Settled {
+		return false
 	}
 	return now.Settled
 }

@@ -108,3 +108,28 @@ func TestStatusOfAPoolWhoseInputsDoNotRenderIsFailedFromItsStanding(t *testing.T
 		t.Errorf("status from status.rollout %s (%s), want %s (%s)", again.Phase, again.Message, st.Phase, st.Message)
 	}
 }
+
+// `rollout status` once said Complete right after `rollout restart` under
+// load: the controller had started the rollout (the MachineDeployment
+// replacing machines) but its status patch, the last step of its
+// reconcile, had not landed, so status.rollout still said settled. A pool
+// is Complete only when the published standing and the engine's, on what
+// the command reads now, both say so.
+func TestStatusOfARolloutStartedBeforeItsStatusIsPublishedIsNotComplete(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	in := settledInput(t, inputstest.New(), now)
+	in.Pool.Status.Rollout = rollout.Decide(in).Decision.Standing.Published()
+	if !in.Pool.Status.Rollout.Settled {
+		t.Fatal("the settled pool's published standing is not settled")
+	}
+	md := in.MachineDeployment
+	md.Complete, md.UpToDateReplicas, md.Replicas = false, 1, 4
+	md.MachinesCreated = append(md.MachinesCreated, now)
+	plan := rollout.Decide(in)
+	if plan.Decision.Standing.Settled {
+		t.Fatalf("the engine says settled with %d of 3 machines up to date", md.UpToDateReplicas)
+	}
+	if st := statusOf(in.Pool, plan, now); st.Phase == PhaseComplete {
+		t.Errorf("status %s (%s) while the MachineDeployment replaces machines", st.Phase, st.Message)
+	}
+}
