@@ -131,13 +131,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		return r.reconcileDelete(ctx, pool)
 	}
+	// A new pool's finalizer and its Cluster owner reference (pause.go:
+	// in the Cluster's hierarchy, which clusterctl move carries) are one
+	// write, not an update and then a patch.
 	if controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
+		ownByCluster(pool, cluster)
 		if err := r.Client.Update(ctx, pool); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	rc := &poolReconcile{pool: pool, before: pool.DeepCopy()}
-	ownByCluster(pool, cluster) // pause.go: in the Cluster's hierarchy, which clusterctl move carries
+	ownByCluster(pool, cluster)
 	defer func() {
 		defer func() { observeReconciled(pool, r.now()) }() // reconcile_metrics.go: when it ended
 		if errors.Is(retErr, errStalePool) {
@@ -433,11 +437,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Named("nodepool").
 		WithOptions(opts).
 		For(&nodepoolv1.NodePool{}).
-		Owns(&clusterv1.MachineDeployment{}).
+		// Cluster API's objects wake a pool when what it reads of them
+		// changes, not at every status write (capi_watches.go).
+		Owns(&clusterv1.MachineDeployment{}, builder.WithPredicates(poolReads)).
 		Owns(&clusterv1.MachineHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
+		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel), builder.WithPredicates(poolReads)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel), builder.WithPredicates(poolReads)).
 		WatchesMetadata(configMapMetadata(), handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		// Only spec and annotation changes: a Cluster's status changes with
