@@ -9,18 +9,21 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/controller"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
-	"nodepool.dev/nodepool/internal/payloadserver/testpki"
+	"nodepool.dev/nodepool/internal/sim"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/sim/simtest"
 	"nodepool.dev/nodepool/test/harness"
@@ -30,13 +33,14 @@ import (
 // A fleet split over two shards runs one FleetRollout: shard a, started
 // with --fleet-rollouts, selects and triggers the pools of both shards
 // through their annotations; each pool's own shard carries its trigger
-// out, and the rollout completes on every pool.
+// out (its one machine is replaced), and the rollout completes on every
+// pool.
 func TestAFleetRolloutCompletesOnThePoolsOfEveryShard(t *testing.T) {
 	if os.Getenv("NODEPOOL_ASSETS") == "" {
 		t.Skip("NODEPOOL_ASSETS is not set: run through make test")
 	}
 	ctx := context.Background()
-	env, err := harness.Start(ctx, harness.Options{})
+	env, err := harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +52,14 @@ func TestAFleetRolloutCompletesOnThePoolsOfEveryShard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Machines boot: the sim provider, and a payload server they fetch from.
+	ps, err := simtest.StartPayloadServer(env.Context(), env.Config, t.TempDir(), ctrl.Log.WithName("payload-server"))
+	must(err)
+	must(stack.RunSim(env, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second}))
 	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inputs.DefaultManagementConfig.Namespace}}))
 	must(c.Create(ctx, stack.ManagementConfig("registry.example/haproxy@sha256:"+strings.Repeat("a", 64))))
-	ca, err := testpki.NewCA("shard fleet rollout test")
-	must(err)
 	settings := controller.Settings{
-		Inputs:       inputs.Settings{PayloadServerURL: "https://payload.example:8443/ignition", PayloadServerCA: ca.PEM, RendererVersion: "test"},
+		Inputs:       inputs.Settings{PayloadServerURL: ps.URL, PayloadServerCA: ps.CA, RendererVersion: "test"},
 		ResyncPeriod: 30 * time.Second,
 	}
 	shards := map[string][]string{"a": {"fleet-a1", "fleet-a2"}, "b": {"fleet-b"}}
@@ -66,7 +72,7 @@ func TestAFleetRolloutCompletesOnThePoolsOfEveryShard(t *testing.T) {
 			must(simtest.CreateMachineTemplate(ctx, c, ns, "small", simv1.SimMachineSpec{}))
 			for i := range 2 {
 				p := newPool(ns, fmt.Sprintf("pool-%d", i))
-				p.Labels = map[string]string{"tier": "fleet"}
+				p.Labels, p.Spec.Replicas = map[string]string{"tier": "fleet"}, ptr.To[int32](1)
 				must(c.Create(ctx, p))
 				pools[client.ObjectKeyFromObject(p)] = shard
 			}
@@ -82,7 +88,7 @@ func TestAFleetRolloutCompletesOnThePoolsOfEveryShard(t *testing.T) {
 		for key := range pools {
 			p := &nodepoolv1.NodePool{}
 			if err := c.Get(ctx, key, p); err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) &&
-				p.Status.ObservedGeneration == p.Generation && p.Status.Rollout != nil && p.Status.Rollout.Settled {
+				p.Status.ObservedGeneration == p.Generation && p.Status.Rollout != nil && p.Status.Rollout.Settled && p.Status.ReadyReplicas == 1 {
 				settled++
 			}
 		}
@@ -123,21 +129,35 @@ func TestAFleetRolloutCompletesOnThePoolsOfEveryShard(t *testing.T) {
 		}
 	}
 
-	// Each trigger was carried out by the pool's own shard: its
-	// MachineDeployment replaces every machine created before the
-	// trigger, and no other shard wrote it. The rollout's status is
-	// the fleet shard's.
+	// Each trigger was carried out by the pool's own shard: the pool's
+	// history has the rollout the fleet rollout started, recorded by its
+	// shard and no other. The rollout's status is the fleet shard's.
 	for key, shard := range pools {
-		md := &clusterv1.MachineDeployment{}
-		must(c.Get(ctx, key, md))
-		if md.Spec.Rollout.After.IsZero() {
-			t.Errorf("pool %s (shard %s): its MachineDeployment has no rollout.after: the trigger was not carried out", key, shard)
-		}
+		p := &nodepoolv1.NodePool{}
+		must(c.Get(ctx, key, p))
+		crs := &appsv1.ControllerRevisionList{}
+		must(c.List(ctx, crs, client.InNamespace(key.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: key.Name}))
 		want := controller.Shard{Name: shard}.FieldManager()
-		for _, f := range md.GetManagedFields() {
-			if strings.HasPrefix(f.Manager, "nodepool-controller") && f.Manager != want {
-				t.Errorf("pool %s (shard %s): its MachineDeployment was written by %s", key, shard, f.Manager)
+		carried := false
+		for i := range crs.Items {
+			cr := &crs.Items[i]
+			if !history.IsRecord(p, cr) {
+				continue
 			}
+			e, err := history.Decode(cr)
+			must(err)
+			if e.Initiator != nodepoolv1.FleetRolloutInitiator(fr.Name) {
+				continue
+			}
+			carried = true
+			for _, f := range cr.GetManagedFields() {
+				if f.Manager != want {
+					t.Errorf("pool %s (shard %s): the fleet rollout's record %s was written by %s", key, shard, cr.Name, f.Manager)
+				}
+			}
+		}
+		if !carried {
+			t.Errorf("pool %s (shard %s): no history record of the fleet rollout: its trigger was not carried out", key, shard)
 		}
 	}
 	var managers []string
