@@ -93,6 +93,10 @@ type fleetResult struct {
 	SettleWrites     []kindWrites `json:"settleWrites,omitempty"`
 	SettleLoad       string       `json:"settleLoadAverage"`
 	SettleReconciles float64      `json:"settleReconciles"`
+	// The most writes a second, over 10 s, of the controller and of
+	// Cluster API during the settle.
+	SettlePeakControllerWritesPerSec float64 `json:"settlePeakControllerWritesPerSecond"`
+	SettlePeakCAPIWritesPerSec       float64 `json:"settlePeakCAPIWritesPerSecond"`
 	// Cluster API updates the controller ignored and let through.
 	SettleCAPIUpdatesIgnored float64 `json:"settleCAPIUpdatesIgnored"`
 	SettleCAPIUpdatesWoke    float64 `json:"settleCAPIUpdatesWoke"`
@@ -179,6 +183,9 @@ func BenchmarkFleet(b *testing.B) {
 	row("  writes per pool: controller / Cluster API", func(r fleetResult) string {
 		return fmt.Sprintf("%.1f/%.1f", float64(agentWrites(r.SettleWrites, agentController))/float64(r.Pools),
 			float64(agentWrites(r.SettleWrites, agentCAPI))/float64(r.Pools))
+	})
+	row("  peak writes/s (10 s): controller / Cluster API", func(r fleetResult) string {
+		return fmt.Sprintf("%.1f/%.1f", r.SettlePeakControllerWritesPerSec, r.SettlePeakCAPIWritesPerSec)
 	})
 	row("  reconciles per pool / load average", func(r fleetResult) string {
 		return fmt.Sprintf("%.1f/%s", r.SettleReconciles/float64(r.Pools), r.SettleLoad)
@@ -395,7 +402,10 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	res.SettleReconciles, res.SettleLoad = p.reconciles(b), loadAverage()
 	res.SettleCAPIUpdatesIgnored, res.SettleCAPIUpdatesWoke = p.capiUpdates(b, "ignored"), p.capiUpdates(b, "woke")
 	settledAt := time.Now()
-	res.SettleWrites = writesByKind(readAudit(b, f, t0, settledAt))
+	settleWrites := readAudit(b, f, t0, settledAt)
+	res.SettleWrites = writesByKind(settleWrites)
+	res.SettlePeakControllerWritesPerSec = peakWritesPerSecond(settleWrites, agentController)
+	res.SettlePeakCAPIWritesPerSec = peakWritesPerSecond(settleWrites, agentCAPI)
 	b.Logf("%d pools settled in %.1f s (load %s)%s", n, res.SettleSeconds, res.SettleLoad, formatWrites("writes to settle", res.SettleWrites, n))
 	measureQuiet(b, f, p, settledAt, &res) // writes_test.go
 	if os.Getenv(SettleOnlyEnv) != "" {

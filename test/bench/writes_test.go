@@ -102,6 +102,22 @@ func agentWrites(rows []kindWrites, agent string) int {
 	return n
 }
 
+// peakWritesPerSecond is the most writes agent made in any 10 s of ws
+// (agentWrites' agents), per second.
+func peakWritesPerSecond(ws []harness.AuditWrite, agent string) float64 {
+	bySlot := map[int64]int{}
+	peak := 0
+	for _, w := range ws {
+		if w.Agent != agent && !(agent == agentController && strings.HasPrefix(w.Agent, "nodepool-controller")) {
+			continue
+		}
+		slot := w.At.Unix() / 10
+		bySlot[slot]++
+		peak = max(peak, bySlot[slot])
+	}
+	return float64(peak) / 10
+}
+
 // formatWrites is a table of rows, per pool of a fleet of n.
 func formatWrites(title string, rows []kindWrites, n int) string {
 	var t strings.Builder
