@@ -74,6 +74,31 @@ type Reconciler struct {
 	// archived remembers, by pool UID, the versions of the records and of
 	// the history archive last found equal (history_archive.go).
 	archived sync.Map
+	// announcements are the Normal events emitted, by pool version
+	// (announced); nil: none is remembered.
+	announcements *lru[string, bool]
+}
+
+// announced reports whether a Normal event (a rollout started, complete,
+// deferred, forced: an announcement, not a condition that holds) was
+// emitted already for this version of the pool, and remembers it. A
+// second reconcile of the same version (an event of the pool's
+// MachineDeployment that came before the pool's own patch reached the
+// cache) decides the same again: its announcement would only make the
+// event recorder patch the first into a series, or race its create (a
+// 404 patch, then a 409 create), two or three writes per pool that say
+// nothing new. Warnings are always emitted: their series says the
+// problem still holds.
+func (r *Reconciler) announced(pool *nodepoolv1.NodePool, e rollout.Event) bool {
+	if r.announcements == nil || e.Type != corev1.EventTypeNormal {
+		return false
+	}
+	key := string(pool.UID) + "/" + pool.ResourceVersion + "/" + e.Reason + "/" + e.Message
+	if _, seen := r.announcements.get(key); seen {
+		return true
+	}
+	r.announcements.put(key, true)
+	return false
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
@@ -296,6 +321,9 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 		return
 	}
 	for _, e := range rc.plan.Events {
+		if r.announced(pool, e) {
+			continue
+		}
 		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
 	}
 	observeDrift(pool, rc.in.Now)

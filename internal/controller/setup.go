@@ -96,6 +96,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	reader := newInputReader(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), 1024)
 	r.payloads = newPayloadMemo(2*settings.RenderCacheSize, mgr.GetAPIReader())
 	r.refusals = newLRU[string, bool](4096)
+	r.announcements = newLRU[string, bool](4096)
 	if r.renders, err = newRenderCache(reader, settings.Inputs, settings.RenderCacheSize); err != nil {
 		return err
 	}
