@@ -24,6 +24,10 @@ type FleetRow struct {
 	Ready     int32  `json:"ready"`
 	UpToDate  int32  `json:"upToDate"`
 	Updating  string `json:"updating,omitempty"`
+	// Phase is where the pool's rollout stands, as the controller
+	// published it (status.rollout.phase: Settled, Rolling, Held, ...);
+	// "" before it has.
+	Phase string `json:"phase,omitempty"`
 	// Paused is spec.management.pausedUntil when the pool is paused.
 	Paused string `json:"paused,omitempty"`
 	// ManagementUpdates is the pool's policy for pending drift.
@@ -53,6 +57,11 @@ type FleetRow struct {
 	// pause-end, fleet ... wave N, never: why).
 	RunsLatestAt *time.Time `json:"runsLatestAt,omitempty"`
 	RunsLatest   string     `json:"runsLatest,omitempty"`
+	// Draining is how many of the pool's nodes are being drained
+	// (status.drains), DrainsBlocked how many of them past the drain
+	// timeout with pods left (fleet_drains.go).
+	Draining      int `json:"draining,omitempty"`
+	DrainsBlocked int `json:"drainsBlocked,omitempty"`
 }
 
 // FleetDrift is one pending platform component of a pool.
@@ -85,7 +94,9 @@ func newFleetCommand(o *Options) *cobra.Command {
 		Short: "List pools with their pending platform changes and how old they are",
 		Long: `List the NodePools of the namespace (every namespace with -A), one row per pool:
 cluster, version, machines ready and up to date of the desired count, the
-rollout in progress, and the platform (management) components the nodes do not
+phase the controller published for its rollout (status.rollout.phase: Settled,
+Scaling, Rolling, Held, Halted, RollingBack, Invalid), the rollout in progress,
+and the platform (management) components the nodes do not
 run yet with the age of each (status.pendingManagementChanges). Pending drift
 applies at a pool's next rollout, or now with kubectl nodepool rollout
 apply-pending POOL. When a pool has maintenance settings, NEXT-WINDOW and
@@ -100,7 +111,10 @@ column names the fleet rollout the pool belongs to, with its wave and state
 pending drift, is when it is forecast to run the latest platform payload: its
 fleet rollout wave's predicted end, or the rollout engine run in simulated time
 over its policy, windows, deadline, pause and history (never: not without
-action; kubectl nodepool fleet forecast says why).`,
+action; kubectl nodepool fleet forecast says why). DRAINS, when a pool drains a
+node, is how many of its nodes are being drained and how many of them are
+blocked past the drain timeout (status.drains; kubectl nodepool rollout status
+POOL names the pods that hold them).`,
 		Example: `  # Which pools across the fleet have waited longest for platform changes?
   kubectl nodepool fleet -A --sort-by drift-age
 
@@ -189,6 +203,9 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 		if r.Desired == 0 {
 			r.Desired = poolmath.DesiredReplicas(&p.Spec, &p.Status.Replicas)
 		}
+		if st := p.Status.Rollout; st != nil {
+			r.Phase = string(st.Phase)
+		}
 		r.RolloutUnhealthy = rolloutUnhealthy(&p) // status_health.go
 		if poolmath.PauseAt(&p, now).Paused {
 			r.Paused = p.Spec.Management.PausedUntil
@@ -199,6 +216,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 			r.OldestDriftSeconds = max(r.OldestDriftSeconds, a)
 		}
 		windowFleet(&r, &p) // window.go
+		drainsFleet(&r, &p) // fleet_drains.go
 		if pendingOnly && len(r.Drift) == 0 {
 			continue
 		}
@@ -208,7 +226,7 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 }
 
 func fleetTable(now time.Time, rows []FleetRow) *table {
-	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
+	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "PHASE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
 	windows := withWindows(rows) // window.go: the window columns when a pool has maintenance settings
 	if windows {
 		t.header = append(t.header, "NEXT-WINDOW", "DRIFT-DEADLINE")
@@ -223,6 +241,10 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 	}
 	if latest {
 		t.header = append(t.header, "RUNS-LATEST")
+	}
+	drains := withDrains(rows) // fleet_drains.go: the drains column when a pool drains a node
+	if drains {
+		t.header = append(t.header, "DRAINS")
 	}
 	for _, r := range rows {
 		var drift []string
@@ -241,7 +263,7 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 			}
 		}
 		row := []string{r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
-			updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest}
+			or(r.Phase, "-"), updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest}
 		if windows {
 			next := whenCell(now, r.NextWindow, "open")
 			if r.NextWindow == nil && r.alwaysOpen {
@@ -254,6 +276,9 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 		}
 		if latest {
 			row = append(row, runsLatestCell(now, r))
+		}
+		if drains {
+			row = append(row, drainsCell(r))
 		}
 		t.add(row...)
 	}

@@ -79,6 +79,9 @@ type PlanResult struct {
 	Drains       []PlanDrain `json:"drains,omitempty"`
 	DrainBlocks  bool        `json:"drainBlocks,omitempty"`
 	DrainIgnored int         `json:"drainIgnored,omitempty"`
+	// DrainStall says what a drain predicted to block does to the
+	// rollout, by the pool's drain policy (the engine's words).
+	DrainStall string `json:"drainStall,omitempty"`
 }
 
 // PlanComponent is a payload component that changes.
@@ -278,9 +281,16 @@ func (o *Options) planPool(ctx context.Context, c client.Client, sources client.
 	if err != nil {
 		return r, err
 	}
+	if d.Plan.Decision.Action.Rolls() {
+		// The engine predicts the drains of the rollout from the pods on
+		// the nodes now (plan_drain.go).
+		if pods := readDrainPods(ctx, c, pool, &d.Warnings); pods != nil {
+			d.In.DrainPods = pods
+			d.Plan = rollout.Decide(d.In)
+		}
+	}
 	r.Warnings = d.Warnings
 	describePlan(&r, d, live, pool)
-	o.predictDrains(ctx, c, pool, &r) // plan_drain.go
 	return r, nil
 }
 
@@ -371,28 +381,16 @@ func describePlan(r *PlanResult, d *decision, live, pool *nodepoolv1.NodePool) {
 	r.Steps = dec.Rounds()
 	windowPlan(r, dec) // window.go
 	planHealth(r, dec) // plan_health.go
+	planDrains(r, dec) // plan_drain.go
 	r.Message = planMessage(r, heldMessage(dec), pool)
 }
 
 // changedComponents are the components in which what the machines would
-// run differs from what they run: the engine's record of a rollout that
-// starts, else the difference between the payload the machines' rollout
-// started with and the latest one.
+// run differs from what they run, as the engine says
+// (Decision.Components).
 func changedComponents(d *decision) []PlanComponent {
-	var names []string
-	if rec := d.Plan.Record; rec != nil {
-		names = rec.Changed
-	} else if d.In.Latest != nil && d.In.MachineDeployment != nil {
-		if ud, ok := d.In.UserData[d.In.MachineDeployment.DataSecretName]; ok {
-			if base, ok := d.In.Payloads[ud.PayloadHash]; ok {
-				for _, ch := range payload.Diff(base.Manifest, d.In.Latest.Manifest) {
-					names = append(names, ch.Component.Name())
-				}
-			}
-		}
-	}
 	var out []PlanComponent
-	for _, n := range names {
+	for _, n := range d.Plan.Decision.Components {
 		pc := PlanComponent{Component: n}
 		if c, err := inputs.ParseComponent(n); err == nil {
 			pc.Class, pc.Delivery = string(c.Class()), string(c.Delivery())

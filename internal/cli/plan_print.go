@@ -99,7 +99,9 @@ func planMessage(r *PlanResult, waits string, pool *nodepoolv1.NodePool) string 
 		parts = append(parts, "applied in place: "+strings.Join(r.InPlace, ", "))
 	}
 	if r.Rolls && r.Window != "" {
-		parts = append(parts, r.Window)
+		parts = append(parts, r.Window) // with what a drain block does to it
+	} else if r.Rolls && r.DrainStall != "" {
+		parts = append(parts, r.DrainStall)
 	}
 	if len(r.PendingDrift) > 0 {
 		note := "they apply at the next rollout"

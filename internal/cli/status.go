@@ -210,11 +210,9 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 		st.Message = fmt.Sprintf("waiting for the controller to observe generation %d (it has seen %d)", pool.Generation, pool.Status.ObservedGeneration)
 		return st
 	}
-	for _, t := range []string{nodepoolv1.ConditionValidMachineConfig, nodepoolv1.ConditionValidGeneratedPayload} {
-		if c, f := isFalse(t); f {
-			st.Phase, st.Message = PhaseFailed, fmt.Sprintf("%s is False (%s): %s", t, c.Reason, c.Message)
-			return st
-		}
+	if phase, message := standing(pool, d.Standing); phase == rollout.PhaseInvalid {
+		st.Phase, st.Message = PhaseFailed, message
+		return st
 	}
 	if healthFailed(&st, pool, d) || drainFailed(&st, pool) { // status_health.go, status_drain.go
 		return st
@@ -259,6 +257,16 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 // holds (the engine's standing says which: a pause outranks a window).
 func pausedOrWindowHeld(s rollout.Standing) bool {
 	return s.Hold != nil && (s.Hold.By == rollout.HeldByPause || s.Hold.By == rollout.HeldByMaintenanceWindow)
+}
+
+// standing is the pool's phase and its message, as the controller
+// published them (status.rollout), or as the engine says now for a pool
+// whose status does not carry them yet.
+func standing(pool *nodepoolv1.NodePool, now rollout.Standing) (rollout.Phase, string) {
+	if r := pool.Status.Rollout; r != nil {
+		return r.Phase, r.Message
+	}
+	return now.Phase, now.Message
 }
 
 // settled is whether the pool is settled, as the controller published it

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +84,27 @@ func TestFleetDesiredOfAnAutoscaledPoolIsWithinItsBounds(t *testing.T) {
 	rows := fleetRows(now, []nodepoolv1.NodePool{*in.Pool}, false)
 	if len(rows) != 1 || rows[0].Desired != engine || engine != 3 {
 		t.Errorf("fleet desired %+v, engine %d: want both 3", rows, engine)
+	}
+}
+
+// `rollout status` says Failed for a pool whose inputs do not render from
+// the engine's standing (Invalid, naming the validity condition), not from
+// conditions of its own reading: the pool's status here has none.
+func TestStatusOfAPoolWhoseInputsDoNotRenderIsFailedFromItsStanding(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	in := settledInput(t, inputstest.New(), now)
+	in.RenderErr, in.Latest = errors.New("the ignition fragment does not parse"), nil
+	in.Pool.Status.Conditions = nil
+	plan := rollout.Decide(in)
+	if plan.Decision.Standing.Phase != rollout.PhaseInvalid {
+		t.Fatalf("standing %s, want Invalid", plan.Decision.Standing.Phase)
+	}
+	st := statusOf(in.Pool, plan, now)
+	if st.Phase != PhaseFailed || !strings.Contains(st.Message, "ValidGeneratedPayload is False (InvalidPayload): the ignition fragment does not parse") {
+		t.Errorf("status %s (%s), want Failed naming ValidGeneratedPayload and the error", st.Phase, st.Message)
+	}
+	in.Pool.Status.Rollout = plan.Decision.Standing.Published() // as the controller publishes it
+	if again := statusOf(in.Pool, plan, now); again.Phase != PhaseFailed || again.Message != st.Message {
+		t.Errorf("status from status.rollout %s (%s), want %s (%s)", again.Phase, again.Message, st.Phase, st.Message)
 	}
 }

@@ -188,7 +188,7 @@ func sayWhenItRolls(w io.Writer, pool *nodepoolv1.NodePool, d rollout.Decision, 
 			fmt.Fprintf(w, "Note: %s rolls now: a change of its spec starts rolling (initiator %s) and replaces the machines\n", ref, d.Initiator)
 		case d.Window.OutsideWindows != "":
 			fmt.Fprintf(w, "Note: %s rolls %s, outside its maintenance windows (reason: %s)\n", ref, when, d.Window.OutsideWindows)
-		case d.Initiator == rollout.InitiatorRestart && !poolmath.NewCalendar(pool.Spec.Management.Maintenance).Gates(poolmath.ClassRestart):
+		case d.Window.Ungated && d.Initiator == rollout.InitiatorRestart:
 			fmt.Fprintf(w, "Note: %s rolls %s: its maintenance windows do not gate a restart (spec.management.maintenance.gate does not list %s)\n", ref, when, nodepoolv1.GatedRolloutRestart)
 		default:
 			fmt.Fprintf(w, "Note: %s rolls %s: its maintenance window is open\n", ref, when)

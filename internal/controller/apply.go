@@ -37,8 +37,8 @@ import (
 // templateName is the clone name of the current inputs' template, computed
 // once by observe.Latest; the clone is made when the plan targets it.
 func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, templateName string, w *world, plan rollout.Plan) error {
-	if len(w.conflicts) > 0 {
-		return &conflictError{objects: w.conflicts}
+	if len(w.Conflicts) > 0 {
+		return &conflictError{objects: w.Conflicts}
 	}
 	if err := r.protectInUse(ctx, pool, w); err != nil {
 		return err
@@ -61,7 +61,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	// started payload is what pending drift is measured against, so a
 	// crash in between never absorbs drift that was not rolled.
 	for _, a := range plan.UserData {
-		if _, exists := w.userData[a.Name]; exists {
+		if _, exists := w.UserData[a.Name]; exists {
 			continue
 		}
 		if err := r.applyUserData(ctx, pool, w, a, current[a.TokenName]); err != nil {
@@ -78,13 +78,13 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		if err := r.recordMachinesUserData(ctx, w); err != nil {
 			return err
 		}
-		if err := r.applyMachineSet(ctx, pool, w, plan.MachineDeployment); err != nil {
+		if err := r.applyMachineSet(ctx, pool, w, plan.Decision, plan.MachineDeployment); err != nil {
 			return err
 		}
 		if err := r.applyNodeActions(ctx, pool, w, plan, current[plan.InPlaceToken]); err != nil {
 			return err
 		}
-	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.MachineDeployment); err != nil {
+	} else if err := r.applyMachineDeployment(ctx, pool, w, plan.Decision, plan.MachineDeployment); err != nil {
 		return err
 	}
 	if err := r.applyGates(ctx, w, plan.Gates); err != nil { // readinessgate.go
@@ -94,7 +94,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		return err
 	}
 	for _, a := range plan.UserData {
-		if _, exists := w.userData[a.Name]; !exists {
+		if _, exists := w.UserData[a.Name]; !exists {
 			continue
 		}
 		if err := r.applyUserData(ctx, pool, w, a, current[a.TokenName]); err != nil {
@@ -110,7 +110,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 	collected := false
 	for _, name := range plan.Delete {
 		s := w.secretByName(name)
-		if _, ok := w.userData[name]; ok {
+		if _, ok := w.UserData[name]; ok {
 			collected = true
 		}
 		if s == nil {
@@ -154,7 +154,7 @@ func (r *Reconciler) storePayload(ctx context.Context, pool *nodepoolv1.NodePool
 // the only writer of tokens.
 func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, w *world, a rollout.TokenAction) (secrets.Token, error) {
 	now := r.now()
-	existing, ok := w.decoded[a.Name]
+	existing, ok := w.DecodedTokens[a.Name]
 	if !a.Create && ok && !a.Rotate && existing.PayloadHash == a.PayloadHash {
 		return existing, nil
 	}
@@ -181,9 +181,9 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
 		return secrets.Token{}, err
 	}
-	old, found := w.tokens[a.Name]
+	old, found := w.Tokens[a.Name]
 	if !found {
-		old, found = w.unreadable[a.Name]
+		old, found = w.Unreadable[a.Name]
 	}
 	if found {
 		// A merge patch of data and our annotations only: the payload
@@ -206,7 +206,7 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 			return secrets.Token{}, err
 		}
 	}
-	w.decoded[a.Name] = t
+	w.DecodedTokens[a.Name] = t
 	return t, nil
 }
 
@@ -222,7 +222,7 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 		return fmt.Errorf("rendering user-data %s: %w", a.Name, err)
 	}
 	s := userDataSecret(pool.Namespace, pool.Spec.ClusterName, pool.Name, a.UserData, pointer, tok.RotatedAt)
-	old, found := w.userData[a.Name]
+	old, found := w.UserData[a.Name]
 	if !found {
 		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
 		return r.createOwned(ctx, pool, s, "Secret")
@@ -322,35 +322,55 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 	return nil
 }
 
-func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv1.NodePool, w *world, target *rollout.MachineDeploymentTarget) error {
-	if w.md == nil {
-		if target == nil {
-			return nil // nothing valid to boot yet
-		}
-		md := &clusterv1.MachineDeployment{}
-		desiredMachineDeployment(md, pool, target)
-		if err := controllerutil.SetControllerReference(pool, md, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, md); err != nil {
-			return fmt.Errorf("creating MachineDeployment: %w", err)
-		}
-		return nil
+func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
+	set := func(md *clusterv1.MachineDeployment) { desiredMachineDeployment(md, pool, d, target) }
+	replicas := func(md *clusterv1.MachineDeployment) *int32 { return md.Spec.Replicas }
+	patched, err := createOrPatch(ctx, r, pool, w.MachineDeployment, &clusterv1.MachineDeployment{}, set, replicas, d, target, "MachineDeployment")
+	if err != nil || !patched {
+		return err
 	}
-	md := w.md.DeepCopy()
-	desiredMachineDeployment(md, pool, target)
-	if equality.Semantic.DeepEqual(md, w.md) {
-		return nil
-	}
-	if err := r.Client.Patch(ctx, md, patchFrom(pool, w.md, w.md.Spec.Replicas, md.Spec.Replicas)); err != nil {
-		return fmt.Errorf("patching MachineDeployment: %w", err)
-	}
-	if ptr.Deref(w.md.Spec.Paused, false) {
-		r.Recorder.Eventf(pool, md, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
+	if ptr.Deref(w.MachineDeployment.Spec.Paused, false) {
+		r.Recorder.Eventf(pool, w.MachineDeployment, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
 			"MachineDeployment %s was paused (spec.paused) outside the pool, which would hold its rollouts unseen; resumed it: pause the pool with `kubectl nodepool rollout pause %s -n %s`",
-			md.Name, pool.Name, pool.Namespace)
+			w.MachineDeployment.Name, pool.Name, pool.Namespace)
 	}
 	return nil
+}
+
+// scaled is the pool's MachineDeployment (Replace) or MachineSet (InPlace).
+type scaled[T any] interface {
+	*T
+	client.Object
+}
+
+// createOrPatch makes the pool's MachineDeployment or MachineSet what set
+// writes: it creates fresh when none was read (and there is a target to
+// boot), else patches the one read (patchFrom) when set changes it. It
+// reports whether it patched.
+func createOrPatch[T any, P scaled[T]](ctx context.Context, r *Reconciler, pool *nodepoolv1.NodePool, read, fresh P, set func(P), replicas func(P) *int32,
+	d rollout.Decision, target *rollout.MachineDeploymentTarget, kind string) (bool, error) {
+	if read == nil {
+		if target == nil {
+			return false, nil // nothing valid to boot yet
+		}
+		set(fresh)
+		if err := controllerutil.SetControllerReference(pool, fresh, r.Client.Scheme()); err != nil {
+			return false, err
+		}
+		if err := r.Client.Create(ctx, fresh); err != nil {
+			return false, fmt.Errorf("creating %s: %w", kind, err)
+		}
+		return false, nil
+	}
+	obj := read.DeepCopyObject().(P)
+	set(obj)
+	if equality.Semantic.DeepEqual(obj, read) {
+		return false, nil
+	}
+	if err := r.Client.Patch(ctx, obj, patchFrom(d, read, replicas(read), replicas(obj))); err != nil {
+		return false, fmt.Errorf("patching %s: %w", kind, err)
+	}
+	return true, nil
 }
 
 func (r *Reconciler) now() time.Time {
@@ -366,7 +386,7 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) markUnreferenced(ctx context.Context, w *world, plan rollout.Plan) error {
 	now := r.now()
 	mark := func(name string, set bool) error {
-		old, ok := w.userData[name]
+		old, ok := w.UserData[name]
 		if !ok {
 			return nil
 		}

@@ -33,7 +33,7 @@ func (r *Reconciler) observeInPlace(ctx context.Context, pool *nodepoolv1.NodePo
 		nodes[w.nodes[i].Name] = &w.nodes[i]
 	}
 	byMachine := map[string]string{}
-	for _, m := range w.machines {
+	for _, m := range w.Machines {
 		if m.Status.NodeRef.IsDefined() {
 			byMachine[m.Name] = m.Status.NodeRef.Name
 		}

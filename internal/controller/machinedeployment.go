@@ -16,18 +16,19 @@ import (
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
-// desiredMachineDeployment sets on md everything the controller owns, with
-// every default Cluster API's webhook would set (no webhook runs for us, so
-// nothing else defaults it). The template's dataSecretName, version and
-// infrastructure reference change only with target; replicas, autoscaler
-// bounds, strategy and the deletion timeouts follow the spec in place
-// (the rolling update's limits are target's while it sets them: a
-// health gate's canary on trial).
 // pausedByDrainHalt is the value of the paused annotation the controller
 // sets while a drain halts the rollout: it removes only its own.
 const pausedByDrainHalt = "nodepool.dev/drain-halted"
 
-func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
+// desiredMachineDeployment sets on md everything the controller owns, with
+// every default Cluster API's webhook would set (no webhook runs for us, so
+// nothing else defaults it). The template's dataSecretName, version and
+// infrastructure reference change only with target; replicas and
+// autoscaler bounds are the engine's decision d (Decision.Replicas,
+// AutoScaling); strategy and the deletion timeouts follow the spec in
+// place (the rolling update's limits are target's while it sets them: a
+// health gate's canary on trial).
+func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.NodePool, d rollout.Decision, target *rollout.MachineDeploymentTarget) {
 	labels := map[string]string{
 		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
 		clusterv1.MachineDeploymentNameLabel: pool.Name,
@@ -50,7 +51,7 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 		delete(md.Annotations, clusterv1.PausedAnnotation)
 	}
 
-	md.Spec.Replicas = desiredReplicas(md.Annotations, md.Spec.Replicas, pool)
+	md.Spec.Replicas = decidedReplicas(md.Annotations, d)
 
 	md.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{
 		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,
@@ -95,18 +96,18 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 	md.Spec.Template.Spec.ReadinessGates = healthReadinessGates(pool) // readinessgate.go
 }
 
-// desiredReplicas sets the autoscaler bounds annotations (or removes them)
-// and returns the replicas the pool wants (poolmath.DesiredReplicas, the
-// rule the engine reports too).
-func desiredReplicas(annotations map[string]string, current *int32, pool *nodepoolv1.NodePool) *int32 {
-	if a := pool.Spec.AutoScaling; a != nil && pool.Spec.Replicas == nil {
+// decidedReplicas writes the autoscaler bounds annotations the engine
+// decided (or removes them) and returns the replicas it decided: the
+// controller carries the count out, it does not work it out.
+func decidedReplicas(annotations map[string]string, d rollout.Decision) *int32 {
+	if a := d.AutoScaling; a != nil {
 		annotations[clusterv1.AutoscalerMinSizeAnnotation] = strconv.Itoa(int(a.Min))
 		annotations[clusterv1.AutoscalerMaxSizeAnnotation] = strconv.Itoa(int(a.Max))
 	} else {
 		delete(annotations, clusterv1.AutoscalerMinSizeAnnotation)
 		delete(annotations, clusterv1.AutoscalerMaxSizeAnnotation)
 	}
-	return ptr.To(poolmath.DesiredReplicas(&pool.Spec, current))
+	return ptr.To(d.Replicas)
 }
 
 // patchFrom is the patch of the pool's MachineDeployment or MachineSet
@@ -115,8 +116,8 @@ func desiredReplicas(annotations map[string]string, current *int32, pool *nodepo
 // optimistically locked, so a count the autoscaler wrote after the cached
 // read is never overwritten from a stale one (the conflict is retried on a
 // fresh read).
-func patchFrom(pool *nodepoolv1.NodePool, old client.Object, oldReplicas, newReplicas *int32) client.Patch {
-	if pool.Spec.AutoScaling != nil && ptr.Deref(oldReplicas, -1) != ptr.Deref(newReplicas, -1) {
+func patchFrom(d rollout.Decision, old client.Object, oldReplicas, newReplicas *int32) client.Patch {
+	if d.AutoScaling != nil && ptr.Deref(oldReplicas, -1) != ptr.Deref(newReplicas, -1) {
 		return client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})
 	}
 	return client.MergeFrom(old)

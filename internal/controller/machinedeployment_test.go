@@ -16,6 +16,9 @@ import (
 	"nodepool.dev/nodepool/internal/rollout"
 )
 
+// fixedSize is the engine's decision of timeoutsPool's count.
+var fixedSize = rollout.Decision{Replicas: 2}
+
 func timeoutsPool() *nodepoolv1.NodePool {
 	return &nodepoolv1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers"},
@@ -29,14 +32,14 @@ func TestDeletionTimeoutsAreInPlaceOnTheMachineTemplate(t *testing.T) {
 	target := &rollout.MachineDeploymentTarget{DataSecretName: "ud", Version: "v1.36.3", TemplateName: "small-abc", TemplateKind: "SimMachineTemplate.infrastructure.sim.nodepool.dev"}
 	pool := timeoutsPool()
 	before := &clusterv1.MachineDeployment{}
-	desiredMachineDeployment(before, pool, target)
+	desiredMachineDeployment(before, pool, fixedSize, target)
 	if before.Spec.Template.Spec.Deletion.NodeVolumeDetachTimeoutSeconds != nil {
 		t.Fatalf("unset nodeVolumeDetachTimeout wrote %v", *before.Spec.Template.Spec.Deletion.NodeVolumeDetachTimeoutSeconds)
 	}
 	pool.Spec.NodeDrainTimeout = &metav1.Duration{Duration: 10 * time.Minute}
 	pool.Spec.NodeVolumeDetachTimeout = &metav1.Duration{Duration: 5 * time.Minute}
 	after := before.DeepCopy()
-	desiredMachineDeployment(after, pool, target)
+	desiredMachineDeployment(after, pool, fixedSize, target)
 	d := after.Spec.Template.Spec.Deletion
 	if ptr.Deref(d.NodeDrainTimeoutSeconds, 0) != 600 || ptr.Deref(d.NodeVolumeDetachTimeoutSeconds, 0) != 300 {
 		t.Fatalf("deletion %+v, want drain 600s and volume detach 300s", d)
@@ -45,7 +48,7 @@ func TestDeletionTimeoutsAreInPlaceOnTheMachineTemplate(t *testing.T) {
 		t.Errorf("Cluster API would replace machines for a deletion timeout: %+v", res)
 	}
 	ms := &clusterv1.MachineSet{}
-	desiredMachineSet(ms, pool, target)
+	desiredMachineSet(ms, pool, fixedSize, target)
 	if ptr.Deref(ms.Spec.Template.Spec.Deletion.NodeVolumeDetachTimeoutSeconds, 0) != 300 {
 		t.Errorf("InPlace MachineSet template deletion %+v, want volume detach 300s", ms.Spec.Template.Spec.Deletion)
 	}
@@ -103,13 +106,13 @@ func TestTheCanarysSurgeReachesTheMachineDeployment(t *testing.T) {
 	target := &rollout.MachineDeploymentTarget{DataSecretName: "ud", Version: "v1.36.3",
 		MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))}
 	md := &clusterv1.MachineDeployment{}
-	desiredMachineDeployment(md, pool, target)
+	desiredMachineDeployment(md, pool, fixedSize, target)
 	ru := md.Spec.Rollout.Strategy.RollingUpdate
 	if *ru.MaxSurge != intstr.FromInt32(1) || *ru.MaxUnavailable != intstr.FromInt32(0) {
 		t.Errorf("during the canary maxSurge %v maxUnavailable %v, want 1 and 0", ru.MaxSurge, ru.MaxUnavailable)
 	}
 	target.MaxSurge, target.MaxUnavailable = nil, nil
-	desiredMachineDeployment(md, pool, target)
+	desiredMachineDeployment(md, pool, fixedSize, target)
 	ru = md.Spec.Rollout.Strategy.RollingUpdate
 	if *ru.MaxSurge != intstr.FromInt32(3) || *ru.MaxUnavailable != intstr.FromInt32(2) {
 		t.Errorf("after the canary maxSurge %v maxUnavailable %v, want the spec's 3 and 2", ru.MaxSurge, ru.MaxUnavailable)
@@ -122,7 +125,7 @@ func TestTheCanarysSurgeReachesTheMachineDeployment(t *testing.T) {
 // would hold its next rollout unseen.
 func TestAPausedMachineDeploymentIsResumed(t *testing.T) {
 	md := &clusterv1.MachineDeployment{Spec: clusterv1.MachineDeploymentSpec{Paused: ptr.To(true)}}
-	desiredMachineDeployment(md, timeoutsPool(), nil)
+	desiredMachineDeployment(md, timeoutsPool(), fixedSize, nil)
 	if md.Spec.Paused != nil {
 		t.Errorf("spec.paused is %v after the controller's write, want it cleared", *md.Spec.Paused)
 	}

@@ -2,12 +2,9 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -22,7 +19,7 @@ import (
 // their own bootstrap data until their node finishes the update. A forced
 // rollout's time is kept in an annotation (the MachineDeployment's
 // spec.rollout.after of Replace pools).
-func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, target *rollout.MachineDeploymentTarget) {
+func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, d rollout.Decision, target *rollout.MachineDeploymentTarget) {
 	labels := map[string]string{clusterv1.ClusterNameLabel: pool.Spec.ClusterName, nodepoolv1.LabelPool: pool.Name}
 	ms.Namespace, ms.Name = pool.Namespace, pool.Name
 	if ms.Labels == nil {
@@ -35,7 +32,7 @@ func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, targ
 		ms.Labels[k] = v
 	}
 	ms.Spec.ClusterName = pool.Spec.ClusterName
-	ms.Spec.Replicas = desiredReplicas(ms.Annotations, ms.Spec.Replicas, pool)
+	ms.Spec.Replicas = decidedReplicas(ms.Annotations, d)
 	ms.Spec.Selector = metav1.LabelSelector{MatchLabels: labels}
 	if ms.Spec.Template.Labels == nil {
 		ms.Spec.Template.Labels = map[string]string{}
@@ -49,28 +46,9 @@ func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, targ
 	desiredMachineSpec(&ms.Spec.Template.Spec, pool, target)
 }
 
-func (r *Reconciler) applyMachineSet(ctx context.Context, pool *nodepoolv1.NodePool, w *world, target *rollout.MachineDeploymentTarget) error {
-	if w.ms == nil {
-		if target == nil {
-			return nil // nothing valid to boot yet
-		}
-		ms := &clusterv1.MachineSet{}
-		desiredMachineSet(ms, pool, target)
-		if err := controllerutil.SetControllerReference(pool, ms, r.Client.Scheme()); err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, ms); err != nil {
-			return fmt.Errorf("creating MachineSet: %w", err)
-		}
-		return nil
-	}
-	ms := w.ms.DeepCopy()
-	desiredMachineSet(ms, pool, target)
-	if equality.Semantic.DeepEqual(ms, w.ms) {
-		return nil
-	}
-	if err := r.Client.Patch(ctx, ms, patchFrom(pool, w.ms, w.ms.Spec.Replicas, ms.Spec.Replicas)); err != nil {
-		return fmt.Errorf("patching MachineSet: %w", err)
-	}
-	return nil
+func (r *Reconciler) applyMachineSet(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
+	set := func(ms *clusterv1.MachineSet) { desiredMachineSet(ms, pool, d, target) }
+	replicas := func(ms *clusterv1.MachineSet) *int32 { return ms.Spec.Replicas }
+	_, err := createOrPatch(ctx, r, pool, w.InPlaceSet, &clusterv1.MachineSet{}, set, replicas, d, target, "MachineSet") // apply.go
+	return err
 }

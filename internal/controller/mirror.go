@@ -74,7 +74,7 @@ func (r *Reconciler) syncMirrors(ctx context.Context, pool *nodepoolv1.NodePool,
 
 	// Payloads first: a token mirror points only at a mirrored payload.
 	mirrored := map[string]bool{} // payload hash → its mirror is right
-	for name, t := range w.decoded {
+	for name, t := range w.DecodedTokens {
 		if gone[name] || t.RolloutHash == "" || name != secrets.TokenSecretName(pool.Name, t.RolloutHash) || mirrored[t.PayloadHash] {
 			continue
 		}
@@ -87,7 +87,7 @@ func (r *Reconciler) syncMirrors(ctx context.Context, pool *nodepoolv1.NodePool,
 			keep[secrets.MirrorName(pool.Namespace, secrets.PayloadSecretName(pool.Name, t.PayloadHash))] = true
 		}
 	}
-	for name, t := range w.decoded {
+	for name, t := range w.DecodedTokens {
 		if gone[name] || t.RolloutHash == "" || name != secrets.TokenSecretName(pool.Name, t.RolloutHash) {
 			continue
 		}
@@ -207,7 +207,7 @@ func (r *Reconciler) mirrorToken(ctx context.Context, pool *nodepoolv1.NodePool,
 		return nil
 	}
 	at, fetched := old.Annotations[secrets.AnnotationFirstFetch]
-	own := w.tokens[name]
+	own := w.Tokens[name]
 	if !fetched || own == nil {
 		return nil
 	}
@@ -223,7 +223,7 @@ func (r *Reconciler) mirrorToken(ctx context.Context, pool *nodepoolv1.NodePool,
 	if err := r.Client.Patch(ctx, patched, client.MergeFrom(own)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("recording the first fetch on token Secret %s: %w", name, err)
 	}
-	w.tokens[name] = patched
+	w.Tokens[name] = patched
 	return nil
 }
 

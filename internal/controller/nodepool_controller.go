@@ -257,8 +257,8 @@ func (r *Reconciler) observePool(ctx context.Context, rc *poolReconcile) error {
 	if err := r.fitsInASecret(rc.pool, &rc.in); err != nil { // rendercache.go
 		rc.in.Latest, rc.in.Hashes, rc.in.RenderErr, rc.gathered = nil, payload.Hashes{}, err, nil
 	}
-	if len(w.conflicts) > 0 {
-		return &conflictError{objects: w.conflicts}
+	if len(w.Conflicts) > 0 {
+		return &conflictError{objects: w.Conflicts}
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func (r *Reconciler) observeNodes(ctx context.Context, pool *nodepoolv1.NodePool
 	if err != nil {
 		return err
 	}
-	for _, m := range w.machines {
+	for _, m := range w.Machines {
 		if !m.Status.NodeRef.IsDefined() {
 			continue
 		}

@@ -39,7 +39,7 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 		}
 		return fmt.Errorf("reaching the workload cluster to update nodes in place: %w", err)
 	}
-	written := w.ms != nil && w.ms.Annotations[annotationUpdateSecretWritten] == "true"
+	written := w.InPlaceSet != nil && w.InPlaceSet.Annotations[annotationUpdateSecretWritten] == "true"
 	switch {
 	case plan.UpdateInProgress:
 		if err := r.ensureUpdateSecret(ctx, c, pool, tok); err != nil {
@@ -113,8 +113,8 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 
 // recordMachineUpdated writes on a Machine what its node now runs.
 func (r *Reconciler) recordMachineUpdated(ctx context.Context, w *world, a rollout.NodeAction, now string) error {
-	for i := range w.machines {
-		m := &w.machines[i]
+	for i := range w.Machines {
+		m := &w.Machines[i]
 		if m.Name != a.Machine {
 			continue
 		}
@@ -180,8 +180,8 @@ func (w *world) node(name string) *corev1.Node {
 // has no record yet the user-data it booted: its bootstrap data, before
 // the MachineSet's template moves (Cluster API then rewrites it).
 func (r *Reconciler) recordMachinesUserData(ctx context.Context, w *world) error {
-	for i := range w.machines {
-		m := &w.machines[i]
+	for i := range w.Machines {
+		m := &w.Machines[i]
 		ds := ptr.Deref(m.Spec.Bootstrap.DataSecretName, "")
 		if !m.DeletionTimestamp.IsZero() || ds == "" || m.Annotations[nodepoolv1.AnnotationMachineUserData] != "" {
 			continue
@@ -227,10 +227,10 @@ func (r *Reconciler) deleteUpdateSecret(ctx context.Context, pool *nodepoolv1.No
 // markUpdateSecret records on the MachineSet whether the update Secret may
 // exist, so it is deleted once, when the update is over.
 func (r *Reconciler) markUpdateSecret(ctx context.Context, w *world, written bool) error {
-	if w.ms == nil || (w.ms.Annotations[annotationUpdateSecretWritten] == "true") == written {
+	if w.InPlaceSet == nil || (w.InPlaceSet.Annotations[annotationUpdateSecretWritten] == "true") == written {
 		return nil
 	}
-	updated := w.ms.DeepCopy()
+	updated := w.InPlaceSet.DeepCopy()
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
@@ -239,9 +239,9 @@ func (r *Reconciler) markUpdateSecret(ctx context.Context, w *world, written boo
 	} else {
 		delete(updated.Annotations, annotationUpdateSecretWritten)
 	}
-	if err := r.Client.Patch(ctx, updated, client.MergeFrom(w.ms)); err != nil {
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(w.InPlaceSet)); err != nil {
 		return fmt.Errorf("marking the update Secret on the MachineSet: %w", err)
 	}
-	w.ms = updated
+	w.InPlaceSet = updated
 	return nil
 }

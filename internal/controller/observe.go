@@ -5,8 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
@@ -16,20 +14,8 @@ import (
 
 // world is what one reconcile observed of a pool, read once.
 type world struct {
-	md *clusterv1.MachineDeployment
-	ms *clusterv1.MachineSet
-	// sets are the pool's MachineSets (a Replace pool's, of its
-	// MachineDeployment).
-	sets     []clusterv1.MachineSet
-	machines []clusterv1.Machine
-	userData map[string]*corev1.Secret
-	tokens   map[string]*corev1.Secret
-	decoded  map[string]secrets.Token
-	payloads map[string]*corev1.Secret
-	// unreadable are the pool's token Secrets that do not decode.
-	unreadable map[string]*corev1.Secret
-	// conflicts are objects of the pool's names it does not own.
-	conflicts []string
+	// Objects are the pool's objects as internal/observe read them.
+	observe.Objects
 	nodes     []corev1.Node
 	nodesRead bool
 }
@@ -48,14 +34,13 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 		return nil, err
 	}
 	r.reportRefusals(pool, o.Refused) // payload_trust.go
-	w := &world{md: o.MachineDeployment, ms: o.InPlaceSet, machines: o.Machines, userData: o.UserData, tokens: o.Tokens, decoded: o.DecodedTokens,
-		payloads: o.Payloads, unreadable: o.Unreadable, conflicts: o.Conflicts, sets: o.MachineSets}
+	w := &world{Objects: *o}
 	in.DeletedInUse = deletedInUse(w)
 	if err := r.observeNodes(ctx, pool, w, in); err != nil {
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())
 	}
 	observeMachineHealth(pool, w, in) // readinessgate.go
-	in.Drains = observe.Drains(w.machines)
+	in.Drains = observe.Drains(w.Machines)
 	if in.InPlace != nil || pool.Spec.Management.Health != nil {
 		if err := r.watchNodes(ctx, pool); err != nil {
 			log.V(1).Info("nodes not watched yet", "reason", err.Error())

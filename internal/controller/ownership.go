@@ -73,7 +73,7 @@ func (r *Reconciler) createOwned(ctx context.Context, pool *nodepoolv1.NodePool,
 // labels and controller reference is never protected, so its maker can
 // delete it.
 func (r *Reconciler) protectInUse(ctx context.Context, pool *nodepoolv1.NodePool, w *world) error {
-	for kind, group := range map[string]map[string]*corev1.Secret{secrets.KindUserData: w.userData, secrets.KindToken: w.tokens, secrets.KindPayload: w.payloads} {
+	for kind, group := range map[string]map[string]*corev1.Secret{secrets.KindUserData: w.UserData, secrets.KindToken: w.Tokens, secrets.KindPayload: w.Payloads} {
 		for key, s := range group {
 			if !s.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(s, nodepoolv1.FinalizerInUse) || !namedByController(pool, w, kind, s) {
 				continue
@@ -110,7 +110,7 @@ func (r *Reconciler) deleteSecret(ctx context.Context, s *corev1.Secret) error {
 // finalizer keeps.
 func deletedInUse(w *world) []string {
 	var out []string
-	for _, group := range []map[string]*corev1.Secret{w.userData, w.tokens, w.payloads} {
+	for _, group := range []map[string]*corev1.Secret{w.UserData, w.Tokens, w.Payloads} {
 		for _, s := range group {
 			if !s.DeletionTimestamp.IsZero() {
 				out = append(out, s.Name)
@@ -122,16 +122,16 @@ func deletedInUse(w *world) []string {
 
 // secretByName finds one of the pool's Secrets the world holds.
 func (w *world) secretByName(name string) *corev1.Secret {
-	if s, ok := w.userData[name]; ok {
+	if s, ok := w.UserData[name]; ok {
 		return s
 	}
-	if s, ok := w.tokens[name]; ok {
+	if s, ok := w.Tokens[name]; ok {
 		return s
 	}
-	if s, ok := w.unreadable[name]; ok {
+	if s, ok := w.Unreadable[name]; ok {
 		return s
 	}
-	for _, s := range w.payloads {
+	for _, s := range w.Payloads {
 		if s.Name == name {
 			return s
 		}

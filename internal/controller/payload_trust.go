@@ -67,7 +67,7 @@ func (r *Reconciler) reportRefusals(pool *nodepoolv1.NodePool, refused []observe
 func namedByController(pool *nodepoolv1.NodePool, w *world, kind string, s *corev1.Secret) bool {
 	switch kind {
 	case secrets.KindToken:
-		t, ok := w.decoded[s.Name]
+		t, ok := w.DecodedTokens[s.Name]
 		return ok && t.RolloutHash != "" && s.Name == secrets.TokenSecretName(pool.Name, t.RolloutHash)
 	case secrets.KindUserData:
 		h := secrets.DecodeUserData(s).RolloutHash

@@ -107,12 +107,12 @@ func TestTheInUseFinalizerGoesOnlyOnSecretsTheControllerNamed(t *testing.T) {
 		}
 		return got
 	}
-	w := &world{
-		userData: map[string]*corev1.Secret{ud.Name: get(ud), forgedUD.Name: get(forgedUD)},
-		tokens:   map[string]*corev1.Secret{tok.Name: get(tok), forgedTok.Name: get(forgedTok)},
-		decoded:  map[string]secrets.Token{tok.Name: {RolloutHash: hash}, forgedTok.Name: {RolloutHash: hash}},
-		payloads: map[string]*corev1.Secret{},
-	}
+	w := &world{Objects: observe.Objects{
+		UserData:      map[string]*corev1.Secret{ud.Name: get(ud), forgedUD.Name: get(forgedUD)},
+		Tokens:        map[string]*corev1.Secret{tok.Name: get(tok), forgedTok.Name: get(forgedTok)},
+		DecodedTokens: map[string]secrets.Token{tok.Name: {RolloutHash: hash}, forgedTok.Name: {RolloutHash: hash}},
+		Payloads:      map[string]*corev1.Secret{},
+	}}
 	r := &Reconciler{Client: c}
 	if err := r.protectInUse(context.Background(), pool, w); err != nil {
 		t.Fatal(err)

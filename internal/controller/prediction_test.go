@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,9 @@ import (
 // predicted exactly when the MachineDeployment the controller writes
 // replaces machines, for the initiator it records, with as many machines
 // as Cluster API replaces on that MachineDeployment, in as many steps as
-// Cluster API's own maxSurge / maxUnavailable of it allow.
+// Cluster API's own maxSurge / maxUnavailable of it allow; and the count
+// it writes is the spec's (spec.replicas, or the autoscaler's count within
+// autoScaling's bounds), the rule written out in the test.
 func TestPlanPredictsWhatTheControllerWrites(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -44,11 +47,31 @@ func TestPlanPredictsWhatTheControllerWrites(t *testing.T) {
 		before := &clusterv1.MachineDeployment{}
 		current := &rollout.MachineDeploymentTarget{DataSecretName: in.MachineDeployment.DataSecretName, Version: in.MachineDeployment.Version,
 			RolloutAfter: in.MachineDeployment.RolloutAfter}
-		desiredMachineDeployment(before, pool, current)
-		before.Spec.Replicas = in.MachineDeployment.SpecReplicas
+		desiredMachineDeployment(before, pool, rollout.Decision{Replicas: *in.MachineDeployment.SpecReplicas}, current)
 		after := before.DeepCopy()
-		desiredMachineDeployment(after, pool, plan.MachineDeployment)
+		desiredMachineDeployment(after, pool, plan.Decision, plan.MachineDeployment)
 
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("case %d (%s): %s\nplan: %+v\ndecision: %+v", i, what, fmt.Sprintf(format, args...), pr, plan.Decision)
+		}
+		// The count the spec asks for, written out here rather than read
+		// from the engine: spec.replicas, or for an autoscaled pool the
+		// MachineDeployment's count clamped into autoScaling's bounds,
+		// carried on Cluster API's autoscaler annotations.
+		wantReplicas, wantBounds := int32(0), [2]string{}
+		if a := pool.Spec.AutoScaling; a != nil {
+			wantReplicas = min(max(*in.MachineDeployment.SpecReplicas, a.Min), a.Max)
+			wantBounds = [2]string{strconv.Itoa(int(a.Min)), strconv.Itoa(int(a.Max))}
+		} else {
+			wantReplicas = *pool.Spec.Replicas
+		}
+		if got := ptr.Deref(after.Spec.Replicas, -1); got != wantReplicas {
+			fail("the controller writes %d replicas; the spec asks for %d", got, wantReplicas)
+		}
+		if got := [2]string{after.Annotations[clusterv1.AutoscalerMinSizeAnnotation], after.Annotations[clusterv1.AutoscalerMaxSizeAnnotation]}; got != wantBounds {
+			fail("the controller writes autoscaler bounds %v; the spec asks for %v", got, wantBounds)
+		}
 		templateMoves := ptr.Deref(after.Spec.Template.Spec.Bootstrap.DataSecretName, "") != ptr.Deref(before.Spec.Template.Spec.Bootstrap.DataSecretName, "")
 		forcedAt := after.Spec.Rollout.After.Time
 		forced := !after.Spec.Rollout.After.IsZero() && (before.Spec.Rollout.After.IsZero() || forcedAt.After(before.Spec.Rollout.After.Time))
@@ -56,7 +79,7 @@ func TestPlanPredictsWhatTheControllerWrites(t *testing.T) {
 		var replaced int32
 		switch {
 		case templateMoves:
-			replaced = max(int32(len(in.MachineDeployment.MachinesCreated)), *after.Spec.Replicas)
+			replaced = max(int32(len(in.MachineDeployment.MachinesCreated)), wantReplicas)
 		case forced:
 			for _, c := range in.MachineDeployment.MachinesCreated {
 				if c.Before(forcedAt) {
@@ -64,10 +87,6 @@ func TestPlanPredictsWhatTheControllerWrites(t *testing.T) {
 				}
 			}
 			replaces = replaced > 0
-		}
-		fail := func(format string, args ...any) {
-			t.Helper()
-			t.Fatalf("case %d (%s): %s\nplan: %+v\ndecision: %+v", i, what, fmt.Sprintf(format, args...), pr, plan.Decision)
 		}
 		if (pr.Rollout == cli.PlanNow) != replaces {
 			fail("plan says %s; the controller's MachineDeployment replaces machines: %v", pr.Rollout, replaces)

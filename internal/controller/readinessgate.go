@@ -53,7 +53,7 @@ func observeMachineHealth(pool *nodepoolv1.NodePool, w *world, in *rollout.Input
 	for i := range w.nodes {
 		nodes[w.nodes[i].Name] = &w.nodes[i]
 	}
-	in.Machines = observe.MachineHealth(pool, w.machines, nodes)
+	in.Machines = observe.MachineHealth(pool, w.Machines, nodes)
 }
 
 // applyGates writes the plan's gate conditions on the pool's Machines by
@@ -62,9 +62,9 @@ func (r *Reconciler) applyGates(ctx context.Context, w *world, gates []rollout.G
 	if len(gates) == 0 {
 		return nil
 	}
-	byName := make(map[string]*clusterv1.Machine, len(w.machines))
-	for i := range w.machines {
-		byName[w.machines[i].Name] = &w.machines[i]
+	byName := make(map[string]*clusterv1.Machine, len(w.Machines))
+	for i := range w.Machines {
+		byName[w.Machines[i].Name] = &w.Machines[i]
 	}
 	now := metav1.NewTime(r.now())
 	for _, g := range gates {

@@ -41,14 +41,14 @@ func (r *Reconciler) cleanupTemplateClones(ctx context.Context, pool *nodepoolv1
 		used[name] = true
 	}
 	if w != nil {
-		if w.md != nil {
-			used[w.md.Spec.Template.Spec.InfrastructureRef.Name] = true
+		if w.MachineDeployment != nil {
+			used[w.MachineDeployment.Spec.Template.Spec.InfrastructureRef.Name] = true
 		}
-		if w.ms != nil {
-			used[w.ms.Spec.Template.Spec.InfrastructureRef.Name] = true
+		if w.InPlaceSet != nil {
+			used[w.InPlaceSet.Spec.Template.Spec.InfrastructureRef.Name] = true
 		}
-		for i := range w.sets {
-			used[w.sets[i].Spec.Template.Spec.InfrastructureRef.Name] = true
+		for i := range w.MachineSets {
+			used[w.MachineSets[i].Spec.Template.Spec.InfrastructureRef.Name] = true
 		}
 	}
 	now := r.now()

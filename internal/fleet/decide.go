@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
@@ -66,10 +67,10 @@ type Record struct {
 	ForcedAt *time.Time
 }
 
-// Outcomes of a history record (the history package's values).
+// Outcomes of a history record: the history package's.
 const (
-	OutcomeComplete   = "Complete"
-	OutcomeSuperseded = "Superseded"
+	OutcomeComplete   = history.OutcomeComplete
+	OutcomeSuperseded = history.OutcomeSuperseded
 )
 
 // Input is what Decide weighs.

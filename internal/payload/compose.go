@@ -234,7 +234,7 @@ func ComposePinned(running, latest *Payload) (*Payload, error) {
 	if asRunning && len(running.Fragments) == len(frags) {
 		return running, nil
 	}
-	return Compose(latest.Pool, frags)
+	return pinnedCompositions.compose(latest.Pool, frags)
 }
 
 func describe(rpt report.Report, err error) string {

@@ -214,3 +214,54 @@ func TestComposePinnedWithOnlyPinnedDriftIsRunning(t *testing.T) {
 		t.Fatal("the running payload differs from composing its fragments")
 	}
 }
+
+// A composition of pinned and fresh components is composed once: the
+// engine decides a pool with drift pending on every reconcile, and the
+// second decision gets the same payload, not a second Ignition merge. The
+// remembered payload is the one Compose gives for those fragments, and a
+// pool of another name gets its own.
+func TestComposePinnedComposesTheSameFragmentsOnce(t *testing.T) {
+	running, _ := render(t, inputstest.New())
+	w := inputstest.New()
+	w.Management.Data["config"] += "metadataAddress: 169.254.169.253\n"
+	w.PullSecret.Data[".dockerconfigjson"] = []byte(`{"auths":{"memo.example":{}}}`)
+	latest, _ := render(t, w)
+
+	first, err := payload.ComposePinned(running, latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Hash == running.Hash || first.Hash == latest.Hash {
+		t.Fatal("the case composes nothing: it must pin one component and refresh another")
+	}
+	second, err := payload.ComposePinned(running, latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second != first {
+		t.Fatal("the same fragments were composed again")
+	}
+	fresh, err := payload.Compose(first.Pool, first.Fragments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Hash != first.Hash || !bytes.Equal(fresh.Ignition, first.Ignition) {
+		t.Fatal("the remembered payload differs from composing its fragments")
+	}
+
+	other := inputstest.New()
+	other.Pool.Name = "other"
+	otherRunning, _ := render(t, other)
+	otherLatestW := inputstest.New()
+	otherLatestW.Pool.Name = "other"
+	otherLatestW.Management.Data["config"] += "metadataAddress: 169.254.169.253\n"
+	otherLatestW.PullSecret.Data[".dockerconfigjson"] = []byte(`{"auths":{"memo.example":{}}}`)
+	otherLatest, _ := render(t, otherLatestW)
+	theirs, err := payload.ComposePinned(otherRunning, otherLatest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if theirs.Pool != "other" || theirs.Hash == first.Hash {
+		t.Fatalf("pool other got pool %q's payload", first.Pool)
+	}
+}

@@ -33,6 +33,30 @@ type Leaf struct {
 	Validity time.Duration
 }
 
+// NewCA makes a self-signed certificate authority for a new P-256 key,
+// valid for validity from now (and from an hour ago, for clock skew): its
+// certificate in DER and its key.
+func NewCA(commonName string, validity time.Duration) (der []byte, key *ecdsa.PrivateKey, err error) {
+	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          Serial(),
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err = x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return der, key, nil
+}
+
 // Sign issues a certificate for a new P-256 key, signed by the CA, and
 // returns it PEM-encoded with the key.
 func Sign(ca *x509.Certificate, caKey crypto.Signer, l Leaf) (certPEM []byte, key *ecdsa.PrivateKey, err error) {

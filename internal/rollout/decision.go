@@ -3,6 +3,7 @@ package rollout
 import (
 	"time"
 
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
@@ -58,8 +59,22 @@ type Decision struct {
 	// TokenPayload is the payload the target's token serves after this
 	// reconcile: what a new or replacement machine boots.
 	TokenPayload string
-	// Replicas is the machine count the pool wants.
+	// Replicas is the machine count the pool wants, which the controller
+	// writes on the MachineDeployment (MachineSet): spec.replicas, or, for
+	// an autoscaled pool, the count the MachineDeployment has (the
+	// autoscaler's, Input.MachineDeployment.SpecReplicas) kept within
+	// AutoScaling's bounds (poolmath.DesiredReplicas).
 	Replicas int32
+	// AutoScaling is, for an autoscaled pool, the bounds the controller
+	// writes as Cluster API's autoscaler annotations (the autoscaler owns
+	// the count within them); nil for a pool of spec.replicas, whose
+	// annotations the controller removes.
+	AutoScaling *nodepoolv1.AutoScaling
+	// Components are the payload components the rollout that rolls or
+	// waits changes: the record's of one that starts, else those in which
+	// the payload of the MachineDeployment's user-data differs from the
+	// latest (nil when none can be told).
+	Components []string
 	// Strategy is how the pool's machines are replaced (strategy.go):
 	// Rounds and Gated say in how many rounds, and how the health gate
 	// takes a rollout.
@@ -89,6 +104,10 @@ type Decision struct {
 	// Drain is where the pool's drains stand against its drain policy
 	// (drain.go).
 	Drain *DrainState
+	// DrainForecast is what the drains of the rollout the decision starts,
+	// defers or schedules are predicted to meet (drain_predict.go); nil
+	// unless Input.DrainPods was read.
+	DrainForecast *DrainForecast
 }
 
 // ForcedState is where a forced-rollout request stands.

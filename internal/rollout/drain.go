@@ -116,6 +116,18 @@ func decideDrain(in Input, target *UserData) *DrainState {
 	return ds
 }
 
+// drainHaltHolds reports whether a drain halt of target's rollout is
+// recorded and not resumed: it holds the forced rollouts of that target
+// as a health-gate halt does, until a resume or an owner change.
+func drainHaltHolds(in Input, target *UserData) bool {
+	recorded := annotation(in.Pool, nodepoolv1.AnnotationDrainHalted)
+	if target == nil || recorded == "" || strings.HasSuffix(recorded, drainResumed) {
+		return false
+	}
+	held, _, _ := strings.Cut(recorded, "/")
+	return held == target.RolloutHash
+}
+
 // planDrain reports the drains (status.drains), warns once when a drain
 // is blocked, and carries out a drain halt: recorded on the pool,
 // RolloutHealthy False (as a failed health gate says it, so a fleet

@@ -76,6 +76,9 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 		{name: "Halt: once resumed the drain that halted it halts nothing more",
 			pool:   pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "new/m1/resumed"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
 			drains: []NodeDrain{drain(40 * time.Minute)}, blocked: true},
+		{name: "Halt: a drain still blocked from a superseded rollout holds the next one too: it halts it",
+			pool:   pool(nodepoolv1.DrainHalt, map[string]string{nodepoolv1.AnnotationDrainHalted: "old/m1"}, nodepoolv1.NodeDrainStatus{Node: "n1", Blocked: true}),
+			drains: []NodeDrain{drain(2 * time.Hour)}, blocked: true, halt: true, record: "new/m1"},
 		{name: "Force: blocked and said, never halts",
 			pool: pool(nodepoolv1.DrainForce, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "forcing it (onTimeout Force)"},
 	} {

@@ -80,6 +80,20 @@ func TestForcedRollouts(t *testing.T) {
 					t.Errorf("record = %+v, want the changed component apiserver-proxy", p.Record)
 				}
 			}},
+		{name: "apply-pending held by the pause names the component it changes, with no record yet",
+			setup: func(w *inputstest.World, in *Input) {
+				bumpProxyImage(w)
+				w.Pool.Annotations = map[string]string{nodepoolv1.AnnotationApplyPending: t0.Add(-time.Second).Format(time.RFC3339)}
+				w.Pool.Spec.Management.PausedUntil = "true"
+			},
+			check: func(t *testing.T, p Plan) {
+				if p.Decision.Action != ActionDefer || p.Record != nil {
+					t.Fatalf("action %s, record %+v: want a Defer with nothing recorded", p.Decision.Action, p.Record)
+				}
+				if c := p.Decision.Components; len(c) != 1 || c[0] != "apiserver-proxy" {
+					t.Errorf("components %v, want apiserver-proxy: the payload the machines run against the latest", c)
+				}
+			}},
 		{name: "the Rollout policy rolls management drift", forced: true, initiator: InitiatorPolicy,
 			setup: func(w *inputstest.World, in *Input) {
 				bumpProxyImage(w)

@@ -49,8 +49,10 @@ func Decide(in Input) Plan {
 	if d.RollbackFrom != nil {
 		p.Record = rollbackRecord(in, d.Target, d.RollbackFrom)
 	}
-	recordShape(in, d, &p)              // window_fit.go
+	recordShape(in, d, &p) // window_fit.go
+	d.Components = componentsChanging(in, stored, p.Record)
 	d.Drain = decideDrain(in, d.Target) // drain.go
+	d.DrainForecast = forecastDrains(in, d)
 	p.Decision = d
 	hold := planInPlace(in, d.Target, &p)
 	planStatus(in, d, hold, &p)
@@ -81,7 +83,7 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		current = md.SpecReplicas
 	}
 	d := Decision{Action: ActionNone, Pause: pause, Target: o.target, Running: running,
-		Replicas: poolmath.DesiredReplicas(&in.Pool.Spec, current)}
+		Replicas: poolmath.DesiredReplicas(&in.Pool.Spec, current), AutoScaling: poolmath.Autoscaled(&in.Pool.Spec)}
 	d.Strategy = strategyOf(&in.Pool.Spec, d.Replicas) // strategy.go
 	base := o.target
 	if base == nil {
@@ -107,7 +109,8 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		return poolmath.CreatedBefore(md.MachinesCreated, at)
 	}
 	f := d.Forced
-	if f != nil && f.State == ForcedStarts && haltHolds(in, o.target) != nil {
+	drainHalted := drainHaltHolds(in, o.target) // drain.go
+	if f != nil && f.State == ForcedStarts && (haltHolds(in, o.target) != nil || drainHalted) {
 		f.State = ForcedHalted // health_halt.go: a halt holds until a resume or an owner change
 	}
 	switch {
@@ -121,8 +124,12 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		d.Action, d.Initiator, d.At, d.Machines = ActionStart, ownerInitiator(o.current, o.target), in.Now, owned
 	case f != nil && f.State == ForcedHalted:
 		d.Action, d.Initiator, d.At, d.Machines = ActionHold, f.Initiator, f.At, forcedMachines(f.At)
-		d.Reason = fmt.Sprintf("the rollout is halted by its health gate: the forced rollout (%s, machines created before %s) waits until `kubectl nodepool rollout resume` or an owner change",
-			f.Initiator, f.At.UTC().Format(time.RFC3339))
+		by := "its health gate"
+		if drainHalted && haltHolds(in, o.target) == nil {
+			by = "a node that did not drain (onTimeout Halt)"
+		}
+		d.Reason = fmt.Sprintf("the rollout is halted by %s: the forced rollout (%s, machines created before %s) waits until `kubectl nodepool rollout resume` or an owner change",
+			by, f.Initiator, f.At.UTC().Format(time.RFC3339))
 	case f != nil && f.State == ForcedStarts:
 		d.Action, d.Initiator, d.At, d.Machines = ActionForce, f.Initiator, f.At, forcedMachines(f.At)
 	case o.deferred:
@@ -136,6 +143,32 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	d.Health = decideHealth(in, d, running)
 	d.RollbackFrom = healthRollback(&d, running) // health.go
 	return d, o, pending
+}
+
+// componentsChanging are the payload components the rollout changes: the
+// record's of a rollout that starts, else the difference between the
+// payload of the user-data the MachineDeployment references (as stored)
+// and the latest.
+func componentsChanging(in Input, stored map[string]UserData, rec *Record) []string {
+	if rec != nil {
+		return rec.Changed
+	}
+	if in.Latest == nil || in.MachineDeployment == nil {
+		return nil
+	}
+	ud, ok := stored[in.MachineDeployment.DataSecretName]
+	if !ok {
+		return nil
+	}
+	base, ok := in.Payloads[ud.PayloadHash]
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, ch := range payload.Diff(base.Manifest, in.Latest.Manifest) {
+		names = append(names, ch.Component.Name())
+	}
+	return names
 }
 
 // pendingTarget is the rollout the current inputs ask for, as user-data

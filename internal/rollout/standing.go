@@ -142,7 +142,7 @@ func standingOf(in Input, p *Plan) Standing {
 	}
 	switch {
 	case in.RenderErr != nil:
-		s.Phase, s.Message = PhaseInvalid, d.Reason
+		s.Phase, s.Message = PhaseInvalid, invalidMessage(p, d.Reason)
 	case health == HealthHalted || health == HealthRolledBack || (d.Forced != nil && d.Forced.State == ForcedHalted) || (d.Drain != nil && d.Drain.Halt != nil):
 		s.Phase, s.Message = PhaseHalted, conditionMessage(p, nodepoolv1.ConditionRolloutHealthy, d.Reason)
 	case health == HealthRollingBack:
@@ -265,6 +265,17 @@ func nextChange(in Input, d Decision, h *Hold) (time.Time, string) {
 		consider(d.Health.SoakEnds, NextSoakEnds)
 	}
 	return at, reason
+}
+
+// invalidMessage names the validity condition that is False, its reason
+// and message (def when none is).
+func invalidMessage(p *Plan, def string) string {
+	for _, t := range []string{nodepoolv1.ConditionValidMachineConfig, nodepoolv1.ConditionValidGeneratedPayload} {
+		if c := meta.FindStatusCondition(p.Conditions, t); c != nil && c.Status == metav1.ConditionFalse {
+			return t + " is False (" + c.Reason + "): " + c.Message
+		}
+	}
+	return def
 }
 
 // rollingMessage is the message of the updating condition that is True.

@@ -61,6 +61,10 @@ type Input struct {
 	// (Replace pools); an InPlace pool's drains are its InPlace machines
 	// in the Draining phase.
 	Drains []NodeDrain
+	// DrainPods are the pods on the pool's nodes and their namespaces'
+	// PodDisruptionBudgets, read from the workload cluster by `plan` for a
+	// rollout it predicts (drain_predict.go); nil in the controller.
+	DrainPods *DrainPods
 }
 
 // Settings are the controller's tunables the engine needs.

@@ -27,6 +27,11 @@ type WindowState struct {
 	// OutsideWindows is the reason given for the forced rollout the
 	// decision carries out on the emergency path ("" when none).
 	OutsideWindows string
+	// Ungated is true when the forced rollout that starts is of a class
+	// the windows do not gate (a restart where
+	// spec.management.maintenance.gate does not list Restart): it starts
+	// whether a window is open or not.
+	Ungated bool
 	// DriftDeadline is when the oldest pending platform drift reaches
 	// driftDeadline (zero: no deadline, or no drift); DeadlinePassed says
 	// it has.
@@ -190,6 +195,7 @@ func holdForced(in Input, cal *poolmath.Calendar, ws *WindowState, f *Forced) {
 		if emergency && !cal.GateAt(in.Now, class, false).Open {
 			ws.OutsideWindows = reason
 		}
+		ws.Ungated = !cal.Gates(class)
 		return
 	}
 	note := ""
@@ -251,7 +257,11 @@ func planWindow(in Input, d Decision, p *Plan) {
 	if ws.Hold != nil {
 		g = ws.Hold.Gate
 	}
+	startsNow := d.Action == ActionCreate || d.Action == ActionStart || d.Action == ActionForce
 	switch { // window_fit.go
+	case startsNow && !g.Open:
+		// It starts now, in no window (one the windows do not gate, or on
+		// the emergency path): the next window's length says nothing of it.
 	case g.Open && !g.Allowed.End.IsZero():
 		ws.Fit = fitIn(in, d, g.Allowed.End.Sub(in.Now))
 	case !g.Open && g.Found && !g.Allowed.End.IsZero():

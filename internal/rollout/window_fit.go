@@ -22,14 +22,20 @@ func nextShape(in Input, d Decision) (poolmath.Shape, bool) {
 
 // fitIn says how long a rollout of the pool takes, predicted from the
 // pool's recent rollouts scaled to what this one does, and whether it fits
-// in left (the time left in the open window, or the next window's length);
-// "" when nothing can be told.
+// in left (the time left in the open window, or the next window's length),
+// given what its drains are predicted to meet (drain_predict.go); "" when
+// nothing can be told.
 func fitIn(in Input, d Decision, left time.Duration) string {
-	s, ok := nextShape(in, d)
-	if !ok {
-		return ""
+	var pred poolmath.Prediction
+	base := ""
+	if s, ok := nextShape(in, d); ok {
+		pred = poolmath.Predict(s, in.RecentRollouts)
+		base = pred.Describe(left)
 	}
-	return poolmath.Predict(s, in.RecentRollouts).Describe(left)
+	if left <= 0 {
+		return base
+	}
+	return fitWithDrains(base, pred, d.DrainForecast, left)
 }
 
 // recordShape writes on the record of a rollout that starts what it sets

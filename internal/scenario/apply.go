@@ -19,6 +19,7 @@ import (
 // and deletions; the pool's annotations and status last.
 func (p *Pool) apply(in rollout.Input, plan rollout.Plan) {
 	now := p.w.Now
+	p.Events = append(p.Events, plan.Events...)
 	p.recordHistory(plan)
 	for _, pl := range plan.Payloads {
 		if _, ok := p.Payloads[pl.Hash]; !ok {

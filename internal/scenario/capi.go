@@ -65,9 +65,23 @@ func (p *Pool) newSet() *MachineSet {
 	return nil
 }
 
+// setMachines is a MachineSet's status.replicas: its machines, the ones
+// Cluster API is deleting (draining) included, as Cluster API counts them
+// until they are gone.
 func (p *Pool) setMachines(name string) int32 {
 	n := int32(0)
 	for _, m := range p.Machines {
+		if m.Set == name {
+			n++
+		}
+	}
+	return n + p.setDraining(name)
+}
+
+// setDraining counts a MachineSet's machines deleting while their node drains.
+func (p *Pool) setDraining(name string) int32 {
+	n := int32(0)
+	for _, m := range p.Draining {
 		if m.Set == name {
 			n++
 		}
@@ -282,7 +296,10 @@ func (p *Pool) syncSets() bool {
 				mine = append(mine, m)
 			}
 		}
-		for n := int32(len(mine)); n < s.replicas; n++ {
+		// A deleting machine counts until it is gone, and is the first
+		// of a surplus to go: it neither makes room for a new machine nor
+		// spares a live one.
+		for n := int32(len(mine)) + p.setDraining(s.name); n < s.replicas; n++ {
 			p.createMachine(s.name, s.ud, s.version)
 			changed = true
 		}

@@ -17,7 +17,8 @@ func guardedPod(m *Machine) string { return "apps/" + m.Name + "-guarded" }
 
 // drainHolds models Cluster API's drain of a machine it deletes: with the
 // drain knob set, a machine whose node registered stays, deleting, in
-// Pool.Draining (it counts in no MachineSet) until the knob is cleared or
+// Pool.Draining (still counted in its MachineSet's replicas: setMachines)
+// until the knob is cleared or
 // the drain policy forces it (finishDrains). It reports whether it held m.
 func (p *Pool) drainHolds(m *Machine, cause string) bool {
 	if !p.DrainBlocked || p.InPlace() || !m.HasNode(p.w.Now) || !m.DrainSince.IsZero() || cause == CausePerson || cause == CauseRepair {

@@ -15,9 +15,10 @@ import (
 // The drain policy (spec.management.drain) against a PodDisruptionBudget
 // that allows no eviction (the drain knob, Pool.DrainBlocked): Wait, Force
 // and Halt, with a canary, a maintenance window, a fleet rollout and an
-// InPlace pool. Cluster API counts a deleting machine in no MachineSet, so
-// a Replace rollout makes its new machines while old ones still drain:
-// what a blocked drain holds is the old node (and its pods).
+// InPlace pool. Cluster API counts a deleting machine in its MachineSet
+// until it is gone, so a blocked drain holds the old node (and its pods)
+// and the Replace rollout with it: no surge beyond maxSurge is made while
+// the node drains.
 
 func drainPolicy(on nodepoolv1.DrainTimeoutPolicy, timeout time.Duration) func(*nodepoolv1.NodePool) {
 	return func(np *nodepoolv1.NodePool) {
@@ -41,8 +42,8 @@ func TestScenarioWaitKeepsABlockedDrainUntilTheBudgetAllowsIt(t *testing.T) {
 	p.DrainBlocked = true
 	w.After(time.Minute, "owner edits the config", func(*World) { p.Inputs.Config = "c2" })
 	run(t, w, 3*time.Hour)
-	if len(p.Draining) != 2 || len(blockedDrains(p)) != 2 || blockedDrains(p)[0].Pods[0].Budget != GuardedBudget {
-		t.Fatalf("draining %d, status.drains %+v: want both old machines held, reported blocked by %s\n%s", len(p.Draining), p.Obj.Status.Drains, GuardedBudget, w.Trace())
+	if len(p.Draining) != 1 || len(blockedDrains(p)) != 1 || blockedDrains(p)[0].Pods[0].Budget != GuardedBudget {
+		t.Fatalf("draining %d, status.drains %+v: want the first old machine held, reported blocked by %s, and the rollout stopped on it\n%s", len(p.Draining), p.Obj.Status.Drains, GuardedBudget, w.Trace())
 	}
 	w.After(time.Minute, "the budget allows evictions again", func(*World) { p.UnblockDrains() })
 	run(t, w, time.Hour)
@@ -58,12 +59,17 @@ func TestScenarioForceDeletesABlockedMachineAfterTheTimeout(t *testing.T) {
 	p.DrainBlocked = true
 	w.After(time.Minute, "owner edits the config", func(*World) { p.Inputs.Config = "c2" })
 	run(t, w, 25*time.Minute)
-	if len(p.Draining) != 2 {
-		t.Fatalf("%d draining 25m after the edit, want both old machines still draining\n%s", len(p.Draining), w.Trace())
+	if len(p.Draining) != 1 {
+		t.Fatalf("%d draining 25m after the edit, want the first old machine draining\n%s", len(p.Draining), w.Trace())
 	}
+	first := p.Draining[0].Name
 	run(t, w, 20*time.Minute)
+	if len(p.Draining) != 1 || p.Draining[0].Name == first {
+		t.Fatalf("draining %v 45m after the edit, want %s forced at its 30m timeout and the second old machine draining\n%s", p.Draining, first, w.Trace())
+	}
+	run(t, w, 45*time.Minute)
 	if len(p.Draining) != 0 || len(p.Obj.Status.Drains) != 0 {
-		t.Fatalf("%d draining 45m after the edit, want both forced at their 30m timeout\n%s", len(p.Draining), w.Trace())
+		t.Fatalf("%d draining 90m after the edit, want both forced at their 30m timeout\n%s", len(p.Draining), w.Trace())
 	}
 	wantAllOn(t, w, p, latestHash(p))
 }
@@ -83,8 +89,8 @@ func TestScenarioHaltStopsACanaryRolloutOnABlockedDrainAndAResumeLetsItFinish(t 
 	if c == nil || c.Reason != nodepoolv1.ReasonDrainHalted || !strings.Contains(c.Message, GuardedBudget) || p.Annotation(nodepoolv1.AnnotationDrainHalted) == "" || !p.MD.Paused {
 		t.Fatalf("RolloutHealthy %+v, halt %q, paused %v: want halted on the drain\n%s", c, p.Annotation(nodepoolv1.AnnotationDrainHalted), p.MD.Paused, w.Trace())
 	}
-	if len(p.Draining) != 3 {
-		t.Errorf("%d draining: want the halt to keep the old nodes\n%s", len(p.Draining), w.Trace())
+	if len(p.Draining) != 1 || len(p.Machines) != 3 {
+		t.Errorf("%d draining, %d machines: want the halt to keep the blocked old node and take down no other\n%s", len(p.Draining), len(p.Machines), w.Trace())
 	}
 	w.After(time.Minute, "the budget allows evictions again; a person resumes", func(*World) {
 		p.UnblockDrains()
@@ -110,7 +116,7 @@ func TestScenarioADrainBlockedWhenTheWindowClosesWaitsAndNothingElseRollsOutside
 	p.DrainBlocked = true
 	w.After(time.Minute, "owner edits the config", func(*World) { p.Inputs.Config = "c2" })
 	run(t, w, 24*time.Hour)
-	if len(p.History) != 2 || len(p.Draining) != 2 || len(blockedDrains(p)) != 2 {
+	if len(p.History) != 2 || len(p.Draining) != 1 || len(blockedDrains(p)) != 1 {
 		t.Fatalf("%d records, %d draining: want the window's rollout started and its drain still blocked the next day\n%s", len(p.History), len(p.Draining), w.Trace())
 	}
 	w.After(time.Minute, "the budget allows evictions again", func(*World) { p.UnblockDrains() })
@@ -136,6 +142,42 @@ func TestScenarioAFleetRolloutHaltsOnAPoolHaltedByADrain(t *testing.T) {
 		if n := len(fleetRecordsOf(p, "bump")); n != 0 {
 			t.Errorf("pool %s of wave 2 rolled while the fleet rollout was halted\n%s", p.Name, w.Trace())
 		}
+	}
+}
+
+// Cluster API counts a machine it is deleting in its MachineSet until the
+// machine is gone (status.replicas, and the MachineDeployment's replicas +
+// maxSurge), so while an old node of a 2-machine pool cannot be drained the
+// rollout stops: one surge machine, one old machine draining, the other old
+// machine serving, the rollout not complete (test/drain confirms it on the
+// real stack).
+func TestScenarioATwoMachineReplaceRolloutStopsWhileAnOldNodeCannotBeDrained(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: drainPolicy(nodepoolv1.DrainWait, 30*time.Minute)})
+	old := map[string]bool{}
+	for _, m := range p.Machines {
+		old[m.Name] = true
+	}
+	p.DrainBlocked = true
+	w.After(time.Minute, "owner edits the config", func(*World) { p.Inputs.Config = "c2" })
+	run(t, w, 3*time.Hour)
+	fresh, serving := 0, 0
+	for _, m := range p.Machines {
+		if old[m.Name] {
+			serving++
+		} else {
+			fresh++
+		}
+	}
+	settled := p.Obj.Status.Rollout != nil && p.Obj.Status.Rollout.Settled
+	if len(p.Draining) != 1 || fresh != 1 || serving != 1 || settled {
+		t.Fatalf("%d draining, %d new, %d old serving, settled %v: want the rollout stopped on the one blocked drain\n%s", len(p.Draining), fresh, serving, settled, w.Trace())
+	}
+	w.After(time.Minute, "the budget allows evictions again", func(*World) { p.UnblockDrains() })
+	run(t, w, time.Hour)
+	wantAllOn(t, w, p, latestHash(p))
+	if len(p.Machines) != 2 || len(p.Draining) != 0 {
+		t.Errorf("%d machines, %d draining after the budget allows evictions, want 2 new and none draining\n%s", len(p.Machines), len(p.Draining), w.Trace())
 	}
 }
 

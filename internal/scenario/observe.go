@@ -195,6 +195,9 @@ func (p *Pool) mdStatus() mdStatus {
 			s.upToDate++
 		}
 	}
+	// Machines deleting while their node drains count in status.replicas
+	// (not ready, not up to date) until they are gone.
+	s.replicas += int32(len(p.Draining))
 	return s
 }
 

@@ -19,12 +19,13 @@ type RandomOptions struct {
 	// Events is how many scripted actions are drawn.
 	Events int
 	// Health, Windows and Bad enable health gates, maintenance settings
-	// and bad payloads.
-	Health, Windows, Bad bool
+	// and bad payloads; Drains a drain policy and a spell of blocked
+	// drains (the drain knob) on one pool of every third seed.
+	Health, Windows, Bad, Drains bool
 }
 
 // DefaultRandom are the settings of the fixed seeds.
-var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true}
+var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true, Drains: true}
 
 // Random is a world drawn from a seed: pools with random settings and a
 // script of owner edits, platform bumps, forced requests, pauses, bad
@@ -122,7 +123,35 @@ func Random(seed int64, o RandomOptions) *World {
 			})
 		}
 	}
+	if o.Drains {
+		randomDrains(w, seed, start, o.Length)
+	}
 	return w
+}
+
+// randomDrains draws, from its own source (so the rest of a seed's world
+// is the same with or without it), for every third seed: one pool's
+// drain policy, and a spell during which a PodDisruptionBudget allows no
+// eviction from its nodes; when it ends, a person resumes the pool (a
+// drain halt holds until then).
+func randomDrains(w *World, seed int64, start time.Time, length time.Duration) {
+	if seed%3 != 0 {
+		return
+	}
+	r := rand.New(rand.NewSource(seed*7919 + 17))
+	p := w.pools[r.Intn(len(w.pools))]
+	on := []nodepoolv1.DrainTimeoutPolicy{nodepoolv1.DrainWait, nodepoolv1.DrainForce, nodepoolv1.DrainHalt}[r.Intn(3)]
+	timeout := time.Duration(10+r.Intn(50)) * time.Minute
+	p.Obj.Spec.Management.Drain = &nodepoolv1.Drain{OnTimeout: on, Timeout: &metav1.Duration{Duration: timeout}}
+	at := start.Add(time.Duration(r.Int63n(int64(length/2/time.Second))) * time.Second)
+	spell := time.Duration(6+r.Intn(30)) * time.Hour // long enough to meet a rollout
+	w.At(at, fmt.Sprintf("a PodDisruptionBudget allows no eviction from %s's nodes (drain onTimeout %s after %s)", p.Name, on, timeout), func(*World) {
+		p.DrainBlocked = true
+	})
+	w.At(at.Add(spell), "the budget allows evictions from "+p.Name+"'s nodes again; a person resumes it", func(*World) {
+		p.UnblockDrains()
+		p.Resumed()
+	})
 }
 
 // ApplyPending is what `kubectl nodepool rollout apply-pending` writes on

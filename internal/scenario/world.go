@@ -103,6 +103,8 @@ type Pool struct {
 	DrainBlocked bool
 	// Draining are the deleting machines whose node Cluster API drains.
 	Draining []*Machine
+	// Events are the events the controller emitted for the pool, in order.
+	Events []rollout.Event
 	// Past are finished rollouts from before the model (newest first), as
 	// the pool's history records them: the prediction of its rollout
 	// durations reads them after the model's own records.
