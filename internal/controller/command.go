@@ -167,6 +167,7 @@ Workload cluster Nodes are read through Cluster API's ClusterCache and the
 	f.StringVar(&s.MirrorNamespace, "mirror-namespace", "", "write a mirror of each pool's token Secrets and of the payload Secrets they point to into this namespace (the controller's own), for a payload server started with the same --mirror-namespace, which then reads Secrets there only; empty: no mirrors")
 	f.StringVar(&s.Shard.Name, "shard", "", "name of this shard: its leader election Lease and field manager (nodepool-controller-<shard>); required with --namespaces or --namespace-selector")
 	f.StringSliceVar(&namespaces, "namespaces", nil, "namespaces whose pools this controller owns (a shard); default all")
+	f.BoolVar(&s.Shard.FleetRollouts, "fleet-rollouts", false, "with --shard: this shard runs every FleetRollout, triggering the pools of every shard (each pool's own shard carries it out); give it to one shard only. The unsharded controller always runs them")
 	f.StringVar(&namespaceSelector, "namespace-selector", "", "label selector of the namespaces whose pools this controller owns, read at start (a shard)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	f.StringVar(&probe, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")

@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
@@ -43,6 +45,11 @@ type FleetRolloutReconciler struct {
 	// Resync is how often a rollout in progress is looked at without an
 	// event (a safety net; pool and history events wake it).
 	Resync time.Duration
+	// Cache is what the watches of FleetRollouts, pools and history
+	// records read, the cache Client reads through; nil: the manager's. A
+	// shard running the fleet's rollouts has one of every namespace
+	// (fleetCluster), its manager's holding its own namespaces only.
+	Cache cache.Cache
 
 	// expect holds the per-pool states written and not yet seen in the
 	// cache (see expectations.go).
@@ -75,13 +82,17 @@ func (r *FleetRolloutReconciler) now() time.Time {
 // records of the rollouts that hold them.
 func (r *FleetRolloutReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	opts.MaxConcurrentReconciles = 1
+	c := r.Cache
+	if c == nil {
+		c = mgr.GetCache()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("fleetrollout").
-		For(&nodepoolv1.FleetRollout{}).
-		Watches(&nodepoolv1.NodePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		WatchesRawSource(source.Kind(c, &nodepoolv1.FleetRollout{}, &handler.TypedEnqueueRequestForObject[*nodepoolv1.FleetRollout]{})).
+		WatchesRawSource(source.Kind(c, &nodepoolv1.NodePool{}, handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *nodepoolv1.NodePool) []reconcile.Request {
 			return r.rolloutsOf(ctx, o.GetAnnotations())
-		})).
-		Watches(&appsv1.ControllerRevision{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		}))).
+		WatchesRawSource(source.Kind(c, &appsv1.ControllerRevision{}, handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *appsv1.ControllerRevision) []reconcile.Request {
 			name := o.GetLabels()[nodepoolv1.LabelPool]
 			if name == "" {
 				return nil
@@ -91,7 +102,7 @@ func (r *FleetRolloutReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 				return nil
 			}
 			return r.rolloutsOf(ctx, pool.Annotations)
-		})).
+		}))).
 		WithOptions(opts).
 		Complete(r)
 }

@@ -74,6 +74,31 @@ type Reconciler struct {
 	// archived remembers, by pool UID, the versions of the records and of
 	// the history archive last found equal (history_archive.go).
 	archived sync.Map
+	// announcements are the Normal events emitted, by pool version
+	// (announced); nil: none is remembered.
+	announcements *lru[string, bool]
+}
+
+// announced reports whether a Normal event (a rollout started, complete,
+// deferred, forced: an announcement, not a condition that holds) was
+// emitted already for this version of the pool, and remembers it. A
+// second reconcile of the same version (an event of the pool's
+// MachineDeployment that came before the pool's own patch reached the
+// cache) decides the same again: its announcement would only make the
+// event recorder patch the first into a series, or race its create (a
+// 404 patch, then a 409 create), two or three writes per pool that say
+// nothing new. Warnings are always emitted: their series says the
+// problem still holds.
+func (r *Reconciler) announced(pool *nodepoolv1.NodePool, e rollout.Event) bool {
+	if r.announcements == nil || e.Type != corev1.EventTypeNormal {
+		return false
+	}
+	key := string(pool.UID) + "/" + pool.ResourceVersion + "/" + e.Reason + "/" + e.Message
+	if _, seen := r.announcements.get(key); seen {
+		return true
+	}
+	r.announcements.put(key, true)
+	return false
 }
 
 // The controller's RBAC (config/rbac/role.yaml), the verbs it uses and no
@@ -131,13 +156,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		return r.reconcileDelete(ctx, pool)
 	}
+	// A new pool's finalizer and its Cluster owner reference (pause.go:
+	// in the Cluster's hierarchy, which clusterctl move carries) are one
+	// write, not an update and then a patch.
 	if controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
+		ownByCluster(pool, cluster)
 		if err := r.Client.Update(ctx, pool); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	rc := &poolReconcile{pool: pool, before: pool.DeepCopy()}
-	ownByCluster(pool, cluster) // pause.go: in the Cluster's hierarchy, which clusterctl move carries
+	ownByCluster(pool, cluster)
 	defer func() {
 		defer func() { observeReconciled(pool, r.now()) }() // reconcile_metrics.go: when it ended
 		if errors.Is(retErr, errStalePool) {
@@ -292,6 +321,9 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 		return
 	}
 	for _, e := range rc.plan.Events {
+		if r.announced(pool, e) {
+			continue
+		}
 		r.Recorder.Eventf(pool, nil, e.Type, e.Reason, "Reconcile", "%s", e.Message)
 	}
 	observeDrift(pool, rc.in.Now)
@@ -433,11 +465,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		Named("nodepool").
 		WithOptions(opts).
 		For(&nodepoolv1.NodePool{}).
-		Owns(&clusterv1.MachineDeployment{}).
+		// Cluster API's objects wake a pool when what it reads of them
+		// changes, not at every status write (capi_watches.go).
+		Owns(&clusterv1.MachineDeployment{}, builder.WithPredicates(poolReads)).
 		Owns(&clusterv1.MachineHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Secret{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{})).
-		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
-		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel)).
+		Watches(&clusterv1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel), builder.WithPredicates(poolReads)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byPoolLabel), builder.WithPredicates(poolReads)).
 		WatchesMetadata(configMapMetadata(), handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.poolsReferencing)).
 		// Only spec and annotation changes: a Cluster's status changes with

@@ -3,12 +3,19 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -89,6 +96,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	reader := newInputReader(mgr.GetClient(), mgr.GetCache(), mgr.GetAPIReader(), 1024)
 	r.payloads = newPayloadMemo(2*settings.RenderCacheSize, mgr.GetAPIReader())
 	r.refusals = newLRU[string, bool](4096)
+	r.announcements = newLRU[string, bool](4096)
 	if r.renders, err = newRenderCache(reader, settings.Inputs, settings.RenderCacheSize); err != nil {
 		return err
 	}
@@ -114,11 +122,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 }
 
 // setupFleetRollouts adds the FleetRollout controller and the fleet
-// metrics. FleetRollouts are cluster-scoped and span namespaces: only the
-// controller that owns every namespace (unsharded) runs them.
+// metrics. FleetRollouts are cluster-scoped and span namespaces: the
+// unsharded controller runs them, or the one shard started with
+// --fleet-rollouts. That shard reads every namespace's pools and history
+// records through a cache of its own (fleetCluster) and triggers the
+// pools of every shard through their annotations, as the unsharded
+// controller does; each pool's own shard carries the trigger out.
 func setupFleetRollouts(mgr ctrl.Manager, settings Settings, opts controller.Options) error {
-	registerFleetMetrics(mgr.GetClient(), settings.Clock)
-	if settings.Shard.Name != "" {
+	if !settings.Shard.RunsFleetRollouts() {
+		registerFleetMetrics(mgr.GetClient(), settings.Clock)
 		return nil
 	}
 	fr := &FleetRolloutReconciler{
@@ -128,5 +140,40 @@ func setupFleetRollouts(mgr ctrl.Manager, settings Settings, opts controller.Opt
 		Clock:     settings.Clock,
 		Resync:    settings.ResyncPeriod,
 	}
+	if len(settings.Shard.Namespaces) > 0 {
+		cl, err := fleetCluster(mgr)
+		if err != nil {
+			return err
+		}
+		fr.Client, fr.Cache = cl.GetClient(), cl.GetCache()
+	}
+	registerFleetMetrics(fr.Client, settings.Clock)
 	return fr.SetupWithManager(mgr, opts)
+}
+
+// fleetCluster is a cache of every namespace for a shard's FleetRollout
+// controller: FleetRollouts, NodePools (without managedFields) and the
+// pools' history records. Its client writes as the manager's does.
+func fleetCluster(mgr ctrl.Manager) (cluster.Cluster, error) {
+	pools, err := labels.NewRequirement(nodepoolv1.LabelPool, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := cluster.New(mgr.GetConfig(), func(o *cluster.Options) {
+		o.Scheme = mgr.GetScheme()
+		o.MapperProvider = func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mgr.GetRESTMapper(), nil }
+		o.Cache = ctrlcache.Options{
+			DefaultTransform: ctrlcache.TransformStripManagedFields(),
+			ByObject: map[client.Object]ctrlcache.ByObject{
+				&appsv1.ControllerRevision{}: {Label: labels.NewSelector().Add(*pools)},
+			},
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the fleet rollouts' cache of every namespace: %w", err)
+	}
+	if err := mgr.Add(cl); err != nil {
+		return nil, err
+	}
+	return cl, nil
 }

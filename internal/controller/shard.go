@@ -27,6 +27,17 @@ type Shard struct {
 	// Namespaces are the namespaces whose pools the shard owns; empty
 	// means all.
 	Namespaces []string
+	// FleetRollouts makes a shard run every FleetRollout (one shard of a
+	// fleet, --fleet-rollouts): it triggers the pools of every shard and
+	// each pool's own shard carries its trigger out. The unsharded
+	// controller always runs them.
+	FleetRollouts bool
+}
+
+// RunsFleetRollouts reports whether the controller runs the FleetRollout
+// controller.
+func (s Shard) RunsFleetRollouts() bool {
+	return s.Name == "" || s.FleetRollouts
 }
 
 // Owns reports whether the shard acts on the pools of namespace ns.

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -35,6 +36,12 @@ func seedAnnotations(in Input, running *UserData, p *Plan) {
 	if running == nil {
 		return
 	}
+	// One event per reason for both annotations: two events of the same
+	// reason on the same pool at once are one series to the event
+	// recorder, which then patches the first (or races its create) for
+	// nothing a person reads twice.
+	var said []string
+	reason := ""
 	for _, a := range []struct{ key, want string }{
 		{nodepoolv1.AnnotationCurrentRolloutConfig, running.RolloutWithoutVersion},
 		{nodepoolv1.AnnotationCurrentPayload, running.PayloadHash},
@@ -47,11 +54,19 @@ func seedAnnotations(in Input, running *UserData, p *Plan) {
 		if got != "" && in.Pool.Status.Updating != "" && in.MachineDeployment.Complete {
 			continue // a rollout completed: the annotations advance (event RolloutComplete)
 		}
-		reason, verb := nodepoolv1.EventSeeded, "seeded"
+		r, verb := nodepoolv1.EventSeeded, "seeded"
 		if got != "" {
-			reason, verb = nodepoolv1.EventCorrected, "corrected from "+got+" to"
+			r, verb = nodepoolv1.EventCorrected, "corrected from "+got+" to"
 		}
+		if reason != "" && r != reason {
+			reason = nodepoolv1.EventCorrected // one seeded, one corrected: a correction
+		} else {
+			reason = r
+		}
+		said = append(said, fmt.Sprintf("annotation %s %s %s", a.key, verb, a.want))
+	}
+	if len(said) > 0 {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: reason,
-			Message: fmt.Sprintf("annotation %s %s %s, from user-data %s that the machines run", a.key, verb, a.want, running.Name)})
+			Message: fmt.Sprintf("%s, from user-data %s that the machines run", strings.Join(said, "; "), running.Name)})
 	}
 }

@@ -87,6 +87,29 @@ type fleetResult struct {
 	EditToPatchP50Seconds float64 `json:"editToPatchP50Seconds"`
 	EditToPatchP99Seconds float64 `json:"editToPatchP99Seconds"`
 	LoadAverage           string  `json:"loadAverage"`
+
+	// SettleWrites are every client's writes from the first pool created
+	// to the last one settled, by client and resource (writes_test.go).
+	SettleWrites     []kindWrites `json:"settleWrites,omitempty"`
+	SettleLoad       string       `json:"settleLoadAverage"`
+	SettleReconciles float64      `json:"settleReconciles"`
+	// The most writes a second, over 10 s, of the controller and of
+	// Cluster API during the settle.
+	SettlePeakControllerWritesPerSec float64 `json:"settlePeakControllerWritesPerSecond"`
+	SettlePeakCAPIWritesPerSec       float64 `json:"settlePeakCAPIWritesPerSecond"`
+	// Cluster API updates the controller ignored and let through.
+	SettleCAPIUpdatesIgnored float64 `json:"settleCAPIUpdatesIgnored"`
+	SettleCAPIUpdatesWoke    float64 `json:"settleCAPIUpdatesWoke"`
+	// The quiet phase: the settled fleet, QuietAfterEnv after the settle.
+	QuietReconcilesPerSecond      float64      `json:"quietReconcilesPerSecond"`
+	QuietControllerRequestsPerMin float64      `json:"quietControllerRequestsPerMin"`
+	QuietWritesPerMin             float64      `json:"quietWritesPerMin"`
+	QuietControllerWritesPerMin   float64      `json:"quietControllerWritesPerMin"`
+	QuietCAPIWritesPerMin         float64      `json:"quietCAPIWritesPerMin"`
+	QuietWrites                   []kindWrites `json:"quietWrites,omitempty"`
+	QuietCAPIUpdatesIgnored       float64      `json:"quietCAPIUpdatesIgnored"`
+	QuietCAPIUpdatesWoke          float64      `json:"quietCAPIUpdatesWoke"`
+	QuietLoadAverage              string       `json:"quietLoadAverage"`
 }
 
 // BenchmarkFleet runs `nodepool controller` in its own process over fleets
@@ -121,7 +144,9 @@ func BenchmarkFleet(b *testing.B) {
 		for _, n := range sizes {
 			results = append(results, runFleet(b, bin, dir, n))
 		}
-		ratio = runRolloutComparison(b, bin, dir)
+		if os.Getenv(SettleOnlyEnv) == "" {
+			ratio = runRolloutComparison(b, bin, dir)
+		}
 	}
 
 	host, _ := os.Hostname()
@@ -155,6 +180,27 @@ func BenchmarkFleet(b *testing.B) {
 	}
 	row("settle (create every pool to Ready)", func(r fleetResult) string { return settle(r.SettleSeconds) })
 	row("  controller CPU in it", func(r fleetResult) string { return settle(r.SettleCPUSeconds) })
+	row("  writes per pool: controller / Cluster API", func(r fleetResult) string {
+		return fmt.Sprintf("%.1f/%.1f", float64(agentWrites(r.SettleWrites, agentController))/float64(r.Pools),
+			float64(agentWrites(r.SettleWrites, agentCAPI))/float64(r.Pools))
+	})
+	row("  peak writes/s (10 s): controller / Cluster API", func(r fleetResult) string {
+		return fmt.Sprintf("%.1f/%.1f", r.SettlePeakControllerWritesPerSec, r.SettlePeakCAPIWritesPerSec)
+	})
+	row("  reconciles per pool / load average", func(r fleetResult) string {
+		return fmt.Sprintf("%.1f/%s", r.SettleReconciles/float64(r.Pools), r.SettleLoad)
+	})
+	row("  Cluster API updates ignored / woke a pool", func(r fleetResult) string {
+		return fmt.Sprintf("%.0f/%.0f", r.SettleCAPIUpdatesIgnored, r.SettleCAPIUpdatesWoke)
+	})
+	row("quiet (settled): reconciles/s", func(r fleetResult) string { return fmt.Sprintf("%.2f", r.QuietReconcilesPerSecond) })
+	row("  Cluster API updates ignored / woke a pool", func(r fleetResult) string {
+		return fmt.Sprintf("%.0f/%.0f", r.QuietCAPIUpdatesIgnored, r.QuietCAPIUpdatesWoke)
+	})
+	row("  writes/min: controller / Cluster API / all", func(r fleetResult) string {
+		return fmt.Sprintf("%.1f/%.1f/%.1f", r.QuietControllerWritesPerMin, r.QuietCAPIWritesPerMin, r.QuietWritesPerMin)
+	})
+	row("  load average then", func(r fleetResult) string { return r.QuietLoadAverage })
 	row("full no-op resync (restart)", func(r fleetResult) string { return secs(r.ResyncSeconds) })
 	row("  API writes / renders / composes in it", func(r fleetResult) string {
 		return fmt.Sprintf("%.0f/%.0f/%.0f", r.ResyncWrites, r.ResyncRenders, r.ResyncComposes)
@@ -189,6 +235,14 @@ func BenchmarkFleet(b *testing.B) {
 		fmt.Fprintf(&t, "\n3-machine rollout: nodepool %.1f s, bare MachineDeployment %.1f s, ratio %.3f\n",
 			ratio["nodepoolSeconds"], ratio["bareSeconds"], ratio["ratio"])
 	}
+	for _, r := range results {
+		if len(r.SettleWrites) > 0 {
+			t.WriteString(formatWrites("writes to settle, by client and resource", r.SettleWrites, r.Pools))
+		}
+		if len(r.QuietWrites) > 0 {
+			t.WriteString(formatWrites("writes in the quiet phase", r.QuietWrites, r.Pools))
+		}
+	}
 	b.Log(t.String())
 	fmt.Println(t.String())
 }
@@ -200,6 +254,8 @@ type fleet struct {
 	bin, dir   string
 	kubeconfig string
 	args       []string
+	// audit is the API server's audit log of writes.
+	audit string
 }
 
 func (f *fleet) start(b *testing.B) *controllerProcess {
@@ -209,13 +265,18 @@ func (f *fleet) start(b *testing.B) *controllerProcess {
 func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*fleet, *simtest.PayloadServer) {
 	b.Helper()
 	ctx := context.Background()
-	env, err := harness.Start(ctx, harness.Options{})
+	logs, err := os.MkdirTemp(dir, "audit-")
+	must(b, err)
+	audit := filepath.Join(logs, "audit.log")
+	env, err := harness.Start(ctx, harness.Options{AuditLog: audit})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = env.Stop() })
 	skip := true
-	simMgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Cache: sim.CacheOptions(),
+	simCfg := rest.CopyConfig(env.Config)
+	simCfg.UserAgent = agentSim
+	simMgr, err := ctrl.NewManager(simCfg, ctrl.Options{Scheme: env.Scheme, Cache: sim.CacheOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, Controller: config.Controller{SkipNameValidation: &skip}})
 	if err != nil {
 		b.Fatal(err)
@@ -239,7 +300,7 @@ func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*flee
 	c := env.Client
 	must(b, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inputs.DefaultManagementConfig.Namespace}}))
 	must(b, c.Create(ctx, managementConfig(1)))
-	f := &fleet{env: env, c: c, bin: bin, dir: sub, kubeconfig: writeKubeconfig(b, env.Config, sub),
+	f := &fleet{env: env, c: c, bin: bin, dir: sub, kubeconfig: writeKubeconfig(b, env.Config, sub), audit: audit,
 		args: []string{"--payload-server-url", ps.URL, "--payload-server-ca", caFile, "--resync-period", "1h",
 			"--cleanup-grace-period", "1h", "--zap-log-level", "error"}}
 	// What a later run needs to measure this fleet again (AttachEnv).
@@ -338,7 +399,20 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	}
 	profiling.Wait()
 	res.SettleCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
-	b.Logf("%d pools settled in %.1f s", n, res.SettleSeconds)
+	res.SettleReconciles, res.SettleLoad = p.reconciles(b), loadAverage()
+	res.SettleCAPIUpdatesIgnored, res.SettleCAPIUpdatesWoke = p.capiUpdates(b, "ignored"), p.capiUpdates(b, "woke")
+	settledAt := time.Now()
+	settleWrites := readAudit(b, f, t0, settledAt)
+	res.SettleWrites = writesByKind(settleWrites)
+	res.SettlePeakControllerWritesPerSec = peakWritesPerSecond(settleWrites, agentController)
+	res.SettlePeakCAPIWritesPerSec = peakWritesPerSecond(settleWrites, agentCAPI)
+	b.Logf("%d pools settled in %.1f s (load %s)%s", n, res.SettleSeconds, res.SettleLoad, formatWrites("writes to settle", res.SettleWrites, n))
+	measureQuiet(b, f, p, settledAt, &res) // writes_test.go
+	if os.Getenv(SettleOnlyEnv) != "" {
+		p.stop()
+		res.LoadAverage = loadAverage()
+		return res
+	}
 	quiet(b, p) // Cluster API's last status updates reconciled
 	p.stop()
 	return measureSettled(b, f, pw, n, nsOf, res, rssEmpty, heapEmpty)

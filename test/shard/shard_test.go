@@ -36,10 +36,11 @@ import (
 )
 
 // startShard runs a NodePool controller owning the pools of namespaces, as
-// `nodepool controller --shard name --namespaces ...` does, until the test ends.
+// `nodepool controller --shard name --namespaces ...` does, until the test
+// ends; settings.Shard.FleetRollouts is --fleet-rollouts.
 func startShard(t *testing.T, env *harness.Env, settings controller.Settings, name string, namespaces ...string) {
 	t.Helper()
-	settings.Shard = controller.Shard{Name: name, Namespaces: namespaces}
+	settings.Shard = controller.Shard{Name: name, Namespaces: namespaces, FleetRollouts: settings.Shard.FleetRollouts}
 	if err := settings.Shard.Validate(); err != nil {
 		t.Fatal(err)
 	}
