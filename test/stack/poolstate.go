@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,36 @@ func (s *Stack) Observe(t testing.TB, p *nodepoolv1.NodePool) PoolState {
 func (s *Stack) WaitForPool(t testing.TB, p *nodepoolv1.NodePool, timeout time.Duration, what string, cond func(PoolState) bool) PoolState {
 	t.Helper()
 	return WaitFor(t, timeout, what, func() PoolState { return s.Observe(t, p) }, cond,
-		func(s PoolState) string { return s.String() + "; conditions: " + Conditions(s.Pool) })
+		func(s PoolState) string {
+			return s.String() + "; conditions: " + Conditions(s.Pool) + "; standing: " + Standing(s.Pool) + "; nodepool.dev annotations: " + Annotations(s.Pool)
+		})
+}
+
+// Standing words the pool's published status.rollout, for a failure
+// message: what the controller last said it decided.
+func Standing(p *nodepoolv1.NodePool) string {
+	r := p.Status.Rollout
+	if r == nil {
+		return "none published"
+	}
+	out := fmt.Sprintf("%s settled=%v %q", r.Phase, r.Settled, r.Message)
+	if r.Held != nil {
+		out += fmt.Sprintf(" held by %s: %s", r.Held.By, r.Held.Message)
+	}
+	return out
+}
+
+// Annotations lists the pool's nodepool.dev annotations (the requests and
+// the records the controller keeps there), for a failure message.
+func Annotations(p *nodepoolv1.NodePool) string {
+	var out []string
+	for k, v := range p.Annotations {
+		if strings.Contains(k, "nodepool.dev/") {
+			out = append(out, k+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 // HoldsFor asserts that cond holds for the pool's state at every look
