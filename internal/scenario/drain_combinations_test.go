@@ -73,20 +73,30 @@ func TestScenarioAFailedSoakHaltsTheRolloutWhileAnOldNodeStillDrains(t *testing.
 	}
 }
 
+// rollbackOfABlockedCanary is a 3-machine pool with a rollback health gate
+// and drain policy on (timeout 20m) whose budget refuses every eviction,
+// and an owner change to a config that turns nodes unhealthy after 10m:
+// the canary fails and the rollback drains it. old is the healthy payload.
+func rollbackOfABlockedCanary(t *testing.T, on nodepoolv1.DrainTimeoutPolicy) (w *World, p *Pool, old string) {
+	t.Helper()
+	w = New(t0)
+	p = settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+		drainPolicy(on, 20*time.Minute)(np)
+	}})
+	old = latestHash(p)
+	p.DrainBlocked = true
+	badConfig(w, "c2", 10*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+	return w, p, old
+}
+
 // A rollback's own drains meet the budget too: the failed canary's node
 // is held by it and the rollback waits on it (Cluster API counts the
 // deleting machine); Force deletes it at the timeout, and the rollback
 // completes with every machine on the healthy payload.
 func TestScenarioARollbackDrainsTheFailedCanaryAndForceDeletesItAtTheTimeout(t *testing.T) {
-	w := New(t0)
-	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
-		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
-		drainPolicy(nodepoolv1.DrainForce, 20*time.Minute)(np)
-	}})
-	old := latestHash(p)
-	p.DrainBlocked = true
-	badConfig(w, "c2", 10*time.Minute)
-	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+	w, p, old := rollbackOfABlockedCanary(t, nodepoolv1.DrainForce)
 	run(t, w, 30*time.Minute)
 	if p.Phase() != rollout.HealthRollingBack || len(p.Draining) != 1 || p.Draining[0].Payload == old || len(p.Obj.Status.Drains) != 1 {
 		t.Fatalf("phase %q, draining %v, status.drains %+v: want the rollback waiting on the failed canary's drain, reported\n%s", p.Phase(), draining(p), p.Obj.Status.Drains, w.Trace())
@@ -106,15 +116,7 @@ func TestScenarioARollbackDrainsTheFailedCanaryAndForceDeletesItAtTheTimeout(t *
 // MachineDeployment paused and RolloutHealthy names the pod, until the
 // budget allows the eviction and a person resumes.
 func TestScenarioARollbackHaltsOnTheFailedCanarysBlockedDrainWithHalt(t *testing.T) {
-	w := New(t0)
-	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
-		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
-		drainPolicy(nodepoolv1.DrainHalt, 20*time.Minute)(np)
-	}})
-	old := latestHash(p)
-	p.DrainBlocked = true
-	badConfig(w, "c2", 10*time.Minute)
-	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+	w, p, old := rollbackOfABlockedCanary(t, nodepoolv1.DrainHalt)
 	run(t, w, 4*time.Hour)
 	wantAllOn(t, w, p, old)
 	c := p.Condition(nodepoolv1.ConditionRolloutHealthy)
