@@ -3,9 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,28 +34,13 @@ import (
 // out (its one machine is replaced), and the rollout completes on every
 // pool.
 func TestAFleetRolloutCompletesOnThePoolsOfEveryShard(t *testing.T) {
-	if os.Getenv("NODEPOOL_ASSETS") == "" {
-		t.Skip("NODEPOOL_ASSETS is not set: run through make test")
-	}
 	ctx := context.Background()
-	env, err := harness.Start(ctx, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env, must := startControlPlane(t, harness.Options{AddToScheme: []func(*runtime.Scheme) error{sim.AddToScheme}})
 	c := env.Client
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Machines boot: the sim provider, and a payload server they fetch from.
 	ps, err := simtest.StartPayloadServer(env.Context(), env.Config, t.TempDir(), ctrl.Log.WithName("payload-server"))
 	must(err)
 	must(stack.RunSim(env, sim.Options{InitialRetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second}))
-	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inputs.DefaultManagementConfig.Namespace}}))
-	must(c.Create(ctx, stack.ManagementConfig("registry.example/haproxy@sha256:"+strings.Repeat("a", 64))))
 	settings := controller.Settings{
 		Inputs:       inputs.Settings{PayloadServerURL: ps.URL, PayloadServerCA: ps.CA, RendererVersion: "test"},
 		ResyncPeriod: 30 * time.Second,

@@ -65,25 +65,35 @@ func startShard(t *testing.T, env *harness.Env, settings controller.Settings, na
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func TestTwoShardsNeverBothActOnAPool(t *testing.T) {
+// startControlPlane starts the test control plane with the management
+// config in place (skipping outside make test), and a must that fails the
+// test on an error.
+func startControlPlane(t *testing.T, opts harness.Options) (*harness.Env, func(error)) {
+	t.Helper()
 	if os.Getenv("NODEPOOL_ASSETS") == "" {
 		t.Skip("NODEPOOL_ASSETS is not set: run through make test")
 	}
 	ctx := context.Background()
-	env, err := harness.Start(ctx, harness.Options{})
+	env, err := harness.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	c := env.Client
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inputs.DefaultManagementConfig.Namespace}}))
-	must(c.Create(ctx, stack.ManagementConfig("registry.example/haproxy@sha256:"+strings.Repeat("a", 64))))
+	must(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inputs.DefaultManagementConfig.Namespace}}))
+	must(env.Client.Create(ctx, stack.ManagementConfig("registry.example/haproxy@sha256:"+strings.Repeat("a", 64))))
+	return env, must
+}
+
+func TestTwoShardsNeverBothActOnAPool(t *testing.T) {
+	ctx := context.Background()
+	env, must := startControlPlane(t, harness.Options{})
+	c := env.Client
 	ca, err := testpki.NewCA("shard test")
 	must(err)
 	settings := controller.Settings{
