@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -34,7 +35,10 @@ func AddToScheme(s *runtime.Scheme) error {
 }
 
 // CacheOptions keeps the manager's cache small: no object keeps its
-// managedFields; Secrets are cached with their data only when they belong
+// managedFields; Cluster API's Clusters, MachineDeployments, MachineSets
+// and Machines are cached without their status.deprecated (the v1beta1
+// conditions and counters Cluster API still writes, which nothing here
+// reads); Secrets are cached with their data only when they belong
 // to a pool, payload Secrets with their manifest only (the payload memo
 // reads one whole when it needs its fragments), ConfigMaps by their
 // metadata only; the content of other
@@ -44,6 +48,10 @@ func CacheOptions() ctrlcache.Options {
 	return ctrlcache.Options{
 		DefaultTransform: ctrlcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]ctrlcache.ByObject{
+			&clusterv1.Cluster{}:           {Transform: stripCAPIDeprecated},
+			&clusterv1.MachineDeployment{}: {Transform: stripCAPIDeprecated},
+			&clusterv1.MachineSet{}:        {Transform: stripCAPIDeprecated},
+			&clusterv1.Machine{}:           {Transform: stripCAPIDeprecated},
 			&corev1.Secret{}: {Transform: func(in any) (any, error) {
 				if s, ok := in.(*corev1.Secret); ok {
 					s.SetManagedFields(nil)
@@ -58,6 +66,25 @@ func CacheOptions() ctrlcache.Options {
 			}},
 		},
 	}
+}
+
+// stripCAPIDeprecated drops an object's managedFields and, of Cluster
+// API's kinds, status.deprecated: a cache transform.
+func stripCAPIDeprecated(in any) (any, error) {
+	if o, ok := in.(client.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	switch o := in.(type) {
+	case *clusterv1.Cluster:
+		o.Status.Deprecated = nil
+	case *clusterv1.MachineDeployment:
+		o.Status.Deprecated = nil
+	case *clusterv1.MachineSet:
+		o.Status.Deprecated = nil
+	case *clusterv1.Machine:
+		o.Status.Deprecated = nil
+	}
+	return in, nil
 }
 
 // Setup adds the NodePool controller, with its own Cluster API ClusterCache
@@ -106,9 +133,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 	if err := setupFleetRollouts(mgr, r.Settings, opts); err != nil {
 		return err
 	}
-	if r.Settings.Shard.Name == "" {
-		// One event per platform bump, from the controller owning every
-		// pool (platform_events.go).
+	if r.Settings.Shard.RunsFleetRollouts() {
+		// One event per platform bump, from the unsharded controller or
+		// the one shard given --fleet-rollouts (platform_events.go).
 		if err := mgr.Add(platformEvents(mgr, r)); err != nil {
 			return err
 		}

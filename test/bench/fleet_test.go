@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,6 +81,14 @@ type fleetResult struct {
 	BumpAPIServerCPU      float64 `json:"bumpAPIServerCPUSeconds"`
 	BumpEtcdCPU           float64 `json:"bumpEtcdCPUSeconds"`
 	PoolsRolled           int     `json:"poolsRolled"`
+	// Shards is how many controller processes ran the fleet (ShardsEnv);
+	// SettledByShards, when set, is the count it settled under (this
+	// count was measured on the settled fleet).
+	Shards          int `json:"shards"`
+	SettledByShards int `json:"settledByShards,omitempty"`
+	// The largest shard's resident memory and heap in use.
+	LargestShardRSSBytes  float64 `json:"largestShardRSSBytes"`
+	LargestShardHeapBytes float64 `json:"largestShardHeapInuseBytes"`
 	RSSBytesPerPool       float64 `json:"rssBytesPerPool"`
 	HeapBytesPerPool      float64 `json:"heapBytesPerPool"`
 	RSSBytes              float64 `json:"rssBytes"`
@@ -138,11 +147,12 @@ func BenchmarkFleet(b *testing.B) {
 	bin := buildNodepool(b, dir)
 	var results []fleetResult
 	ratio := map[string]float64{}
+	counts := shardCounts(b)
 	if from := os.Getenv(AttachEnv); from != "" {
-		results = append(results, attachFleet(b, bin, from))
+		results = append(results, attachFleet(b, bin, from, counts)...)
 	} else {
 		for _, n := range sizes {
-			results = append(results, runFleet(b, bin, dir, n))
+			results = append(results, runFleet(b, bin, dir, n, counts)...)
 		}
 		if os.Getenv(SettleOnlyEnv) == "" {
 			ratio = runRolloutComparison(b, bin, dir)
@@ -172,25 +182,41 @@ func BenchmarkFleet(b *testing.B) {
 		}
 	}
 	secs := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + " s" }
-	settle := func(v float64) string {
-		if v == 0 {
+	settle := func(r fleetResult, v float64) string {
+		switch {
+		case r.SettledByShards > 0:
+			return fmt.Sprintf("by %d", r.SettledByShards) // measured on the fleet settled under that count
+		case v == 0:
 			return "attached" // an earlier run's fleet (AttachEnv)
 		}
 		return secs(v)
 	}
-	row("settle (create every pool to Ready)", func(r fleetResult) string { return settle(r.SettleSeconds) })
-	row("  controller CPU in it", func(r fleetResult) string { return settle(r.SettleCPUSeconds) })
+	row("controller processes (shards)", func(r fleetResult) string { return strconv.Itoa(r.Shards) })
+	row("settle (create every pool to Ready)", func(r fleetResult) string { return settle(r, r.SettleSeconds) })
+	row("  controller CPU in it", func(r fleetResult) string { return settle(r, r.SettleCPUSeconds) })
 	row("  writes per pool: controller / Cluster API", func(r fleetResult) string {
+		if r.SettleSeconds == 0 {
+			return "–"
+		}
 		return fmt.Sprintf("%.1f/%.1f", float64(agentWrites(r.SettleWrites, agentController))/float64(r.Pools),
 			float64(agentWrites(r.SettleWrites, agentCAPI))/float64(r.Pools))
 	})
 	row("  peak writes/s (10 s): controller / Cluster API", func(r fleetResult) string {
+		if r.SettleSeconds == 0 {
+			return "–"
+		}
 		return fmt.Sprintf("%.1f/%.1f", r.SettlePeakControllerWritesPerSec, r.SettlePeakCAPIWritesPerSec)
 	})
 	row("  reconciles per pool / load average", func(r fleetResult) string {
+		if r.SettleSeconds == 0 {
+			return "–"
+		}
 		return fmt.Sprintf("%.1f/%s", r.SettleReconciles/float64(r.Pools), r.SettleLoad)
 	})
 	row("  Cluster API updates ignored / woke a pool", func(r fleetResult) string {
+		if r.SettleSeconds == 0 {
+			return "–"
+		}
 		return fmt.Sprintf("%.0f/%.0f", r.SettleCAPIUpdatesIgnored, r.SettleCAPIUpdatesWoke)
 	})
 	row("quiet (settled): reconciles/s", func(r fleetResult) string { return fmt.Sprintf("%.2f", r.QuietReconcilesPerSecond) })
@@ -228,6 +254,9 @@ func BenchmarkFleet(b *testing.B) {
 	row("controller RSS / heap in use, total", func(r fleetResult) string {
 		return fmt.Sprintf("%.0f/%.0f MiB", r.RSSBytes/(1<<20), r.HeapInuseBytes/(1<<20))
 	})
+	row("  of the largest shard", func(r fleetResult) string {
+		return fmt.Sprintf("%.0f/%.0f MiB", r.LargestShardRSSBytes/(1<<20), r.LargestShardHeapBytes/(1<<20))
+	})
 	row("edit -> MachineDeployment patch p50, resync", func(r fleetResult) string { return secs(r.EditToPatchP50Seconds) })
 	row("edit -> MachineDeployment patch p99, resync", func(r fleetResult) string { return secs(r.EditToPatchP99Seconds) })
 	row("load average (1 min, at the end)", func(r fleetResult) string { return r.LoadAverage })
@@ -236,11 +265,12 @@ func BenchmarkFleet(b *testing.B) {
 			ratio["nodepoolSeconds"], ratio["bareSeconds"], ratio["ratio"])
 	}
 	for _, r := range results {
+		of := fmt.Sprintf(" (%d pools, %d shards)", r.Pools, r.Shards)
 		if len(r.SettleWrites) > 0 {
-			t.WriteString(formatWrites("writes to settle, by client and resource", r.SettleWrites, r.Pools))
+			t.WriteString(formatWrites("writes to settle, by client and resource"+of, r.SettleWrites, r.Pools))
 		}
 		if len(r.QuietWrites) > 0 {
-			t.WriteString(formatWrites("writes in the quiet phase", r.QuietWrites, r.Pools))
+			t.WriteString(formatWrites("writes in the quiet phase"+of, r.QuietWrites, r.Pools))
 		}
 	}
 	b.Log(t.String())
@@ -256,10 +286,59 @@ type fleet struct {
 	args       []string
 	// audit is the API server's audit log of writes.
 	audit string
+	// shards are the flags of each controller process f.start starts
+	// (shardArgs); nil is one unsharded controller.
+	shards [][]string
 }
 
-func (f *fleet) start(b *testing.B) *controllerProcess {
-	return startController(b, f.bin, f.kubeconfig, filepath.Join(f.dir, "controller.log"), f.args...)
+// start starts the fleet's controller: one process per shard. The first
+// profiles on NODEPOOL_BENCH_PPROF, the others on free ports.
+func (f *fleet) start(b *testing.B) controllers {
+	shards := f.shards
+	if len(shards) == 0 {
+		shards = [][]string{nil}
+	}
+	var cs controllers
+	for i, extra := range shards {
+		args := append(append([]string{}, f.args...), extra...)
+		log := "controller.log"
+		if len(shards) > 1 {
+			log = fmt.Sprintf("controller-shard-%d.log", i)
+			if i > 0 {
+				args = append(args, "--pprof-bind-address", freePort(b))
+			}
+		}
+		cs = append(cs, startController(b, f.bin, f.kubeconfig, filepath.Join(f.dir, log), args...))
+	}
+	return cs
+}
+
+// emptyFootprint is the resident memory and heap in use of one controller
+// owning a namespace with no pool: what a process costs before its pools.
+func (f *fleet) emptyFootprint(b *testing.B) (rss, heap float64) {
+	empty := startController(b, f.bin, f.kubeconfig, filepath.Join(f.dir, "controller-empty.log"),
+		append(append([]string{}, f.args...), "--shard", "bench-empty", "--namespaces", "bench-empty")...)
+	defer empty.stop()
+	time.Sleep(3 * time.Second)
+	empty.collectGarbage(b)
+	return empty.rss(b), empty.heapInuse(b)
+}
+
+// resharded measures the settled fleet again as each further count of
+// counts (the first settled it): the quiet phase, resync, memory, edits
+// and bump.
+func resharded(b *testing.B, f *fleet, pw *poolWatch, n int, namespaces []string, nsOf func(int) string, counts []int, settledBy int) []fleetResult {
+	if len(counts) == 0 {
+		return nil
+	}
+	rss, heap := f.emptyFootprint(b)
+	var out []fleetResult
+	for _, k := range counts {
+		f.shards = shardArgs(k, namespaces)
+		b.Logf("%d pools as %d shards", n, k)
+		out = append(out, measureSettled(b, f, pw, n, nsOf, fleetResult{Pools: n, Shards: k, SettledByShards: settledBy}, float64(k)*rss, float64(k)*heap))
+	}
+	return out
 }
 
 func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*fleet, *simtest.PayloadServer) {
@@ -351,16 +430,18 @@ func chrony(ns, server string) *corev1.ConfigMap {
 		Data: map[string]string{inputs.ConfigKey: "ignition: {version: 3.4.0}\nstorage: {files: [{path: /etc/chrony.conf, contents: {source: \"data:,server%20" + server + "\"}}]}\n"}}
 }
 
-func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
+// runFleet settles a fleet of n pools under the first of counts shards
+// and measures it, then measures it again as each further count.
+func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult {
 	ctx := context.Background()
 	f, _ := startFleetEnv(b, bin, dir, false)
 	c := f.c
-	nsOf, per := namespaces(b)
-	for i := 0; i < n; i += per {
-		poolNamespace(b, c, nsOf(i))
+	nsOf, namespaces := fleetNamespaces(b, n, counts)
+	for _, ns := range namespaces {
+		poolNamespace(b, c, ns)
 	}
-	const ns = "" // every namespace of the fleet
-	res := fleetResult{Pools: n}
+	f.shards = shardArgs(counts[0], namespaces)
+	res := fleetResult{Pools: n, Shards: counts[0]}
 	pw := watchPools(b, f.env.Config, f.env.Scheme)
 
 	p := f.start(b)
@@ -411,17 +492,18 @@ func runFleet(b *testing.B, bin, dir string, n int) fleetResult {
 	if os.Getenv(SettleOnlyEnv) != "" {
 		p.stop()
 		res.LoadAverage = loadAverage()
-		return res
+		return []fleetResult{res}
 	}
 	quiet(b, p) // Cluster API's last status updates reconciled
 	p.stop()
-	return measureSettled(b, f, pw, n, nsOf, res, rssEmpty, heapEmpty)
+	out := []fleetResult{measureSettled(b, f, pw, n, nsOf, res, rssEmpty, heapEmpty)}
+	return append(out, resharded(b, f, pw, n, namespaces, nsOf, counts[1:], counts[0])...)
 }
 
 // attachFleet measures the settled fleet of folder from (AttachEnv): its
 // pools are counted, its controller's empty figures are a controller
 // owning only a namespace with no pool.
-func attachFleet(b *testing.B, bin, from string) fleetResult {
+func attachFleet(b *testing.B, bin, from string, counts []int) []fleetResult {
 	kubeconfig := filepath.Join(from, "kubeconfig")
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	must(b, err)
@@ -439,29 +521,29 @@ func attachFleet(b *testing.B, bin, from string) fleetResult {
 	pw.mu.Lock()
 	n := len(pw.pools)
 	pw.mu.Unlock()
-	nsOf, _ := namespaces(b)
+	nsOf, namespaces := fleetNamespaces(b, n, counts)
 	pw.waitAll(b, n, "every pool settled", settled)
-	empty := startController(b, bin, kubeconfig, filepath.Join(from, "controller-empty.log"),
-		append(append([]string{}, f.args...), "--shard", "bench-empty", "--namespaces", "bench-empty")...)
-	time.Sleep(3 * time.Second)
-	empty.collectGarbage(b)
-	rssEmpty, heapEmpty := empty.rss(b), empty.heapInuse(b)
-	empty.stop()
 	b.Logf("attached to %d settled pools", n)
-	return measureSettled(b, f, pw, n, nsOf, fleetResult{Pools: n}, rssEmpty, heapEmpty)
+	return resharded(b, f, pw, n, namespaces, nsOf, counts, 0)
 }
 
-// namespaces is the namespace of the i-th pool, and how many pools share
-// one (PerNamespaceEnv, default 1000).
-func namespaces(b *testing.B) (nsOf func(int) string, per int) {
-	per = 1000
+// fleetNamespaces is the namespace of the i-th of n pools, and every
+// namespace of them: PerNamespaceEnv (default 1000) pools share one, or
+// fewer, so that the most shards of counts each own one at least.
+func fleetNamespaces(b *testing.B, n int, counts []int) (nsOf func(int) string, all []string) {
+	per := 1000
 	if v := os.Getenv(PerNamespaceEnv); v != "" {
 		var err error
 		if per, err = strconv.Atoi(v); err != nil || per <= 0 {
 			b.Fatalf("%s=%q: want a positive number", PerNamespaceEnv, v)
 		}
 	}
-	return func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }, per
+	per = min(per, (n+slices.Max(counts)-1)/slices.Max(counts))
+	nsOf = func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }
+	for i := 0; i < n; i += per {
+		all = append(all, nsOf(i))
+	}
+	return nsOf, all
 }
 
 // settled: the pool runs its payload, is Ready and has seen its spec.
@@ -478,11 +560,15 @@ func measureSettled(b *testing.B, f *fleet, pw *poolWatch, n int, nsOf func(int)
 	ctx, c := context.Background(), f.c
 	const ns = "" // every namespace of the fleet
 	targets := dataSecretNames(b, c, ns)
+	tag := strconv.Itoa(n) // of the profiles' names
+	if res.Shards > 1 {
+		tag += fmt.Sprintf("-%dshards", res.Shards)
+	}
 
 	// A full resync of settled pools: a restart reconciles every pool.
 	t1, apiCPU := time.Now(), childCPU("kube-apiserver")
 	p := f.start(b)
-	waitProfile := profile(b, fmt.Sprintf("resync-%d", n), 15+n/500)
+	waitProfile := profile(b, "resync-"+tag, 15+n/500)
 	// The start (process, manager, every cache listed and synced) ends
 	// with the first reconcile: the workers start once the caches synced.
 	waitReconciles(b, p, 1)
@@ -495,12 +581,16 @@ func measureSettled(b *testing.B, f *fleet, pw *poolWatch, n int, nsOf func(int)
 	res.ResyncCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
 	p.collectGarbage(b)
 	res.RSSBytes, res.HeapInuseBytes = p.rss(b), p.heapInuse(b)
-	heapProfile(b, fmt.Sprintf("heap-%d", n))
+	res.LargestShardRSSBytes, res.LargestShardHeapBytes = p.largest(b)
+	heapProfile(b, "heap-"+tag)
 	res.RSSBytesPerPool = (res.RSSBytes - rssEmpty) / float64(n)
 	res.HeapBytesPerPool = (res.HeapInuseBytes - heapEmpty) / float64(n)
 	b.Logf("full resync %.2f s, %.0f writes, %.0f renders; RSS %.0f MiB, heap %.0f MiB", res.ResyncSeconds, res.ResyncWrites, res.ResyncRenders,
 		res.RSSBytes/(1<<20), res.HeapInuseBytes/(1<<20))
 	waitProfile()
+	if res.QuietLoadAverage == "" { // a fleet settled under another count, or attached
+		measureQuiet(b, f, p, time.Now(), &res)
+	}
 	p.stop()
 
 	// Edits while the fleet resyncs (a restart): the time from a NodePool
@@ -514,8 +604,8 @@ func measureSettled(b *testing.B, f *fleet, pw *poolWatch, n int, nsOf func(int)
 	missed, composed, cpu, writes := p.renders(b, "miss"), p.renders(b, "composed"), p.sum(b, "process_cpu_seconds_total", nil), p.writes(b)
 	apiCPU, etcdCPU := childCPU("kube-apiserver"), childCPU("etcd")
 	t2 := time.Now()
-	waitProfile = profile(b, fmt.Sprintf("bump-%d", n), 30+n/250)
-	waitAPIProfile := apiServerProfile(b, f.env.Config, fmt.Sprintf("apiserver-bump-%d", n), 15+n/250)
+	waitProfile = profile(b, "bump-"+tag, 30+n/250)
+	waitAPIProfile := apiServerProfile(b, f.env.Config, "apiserver-bump-"+tag, 15+n/250)
 	// A version no earlier run used, and each pool's pending changes
 	// before it: an attached fleet (AttachEnv) may show an earlier bump's
 	// drift already, and the bump is seen when a pool's pending changes
@@ -819,7 +909,7 @@ func driftEvents(b *testing.B, c client.Client, since time.Time) int {
 
 // quiet waits until the controller has neither reconciled nor written
 // for 5 s.
-func quiet(b *testing.B, p *controllerProcess) {
+func quiet(b *testing.B, p controllers) {
 	b.Helper()
 	last, since := -1.0, time.Now()
 	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
@@ -837,7 +927,7 @@ func quiet(b *testing.B, p *controllerProcess) {
 
 // waitReconciles waits until the controller has reconciled at least n
 // pools (since it started) and returns when the n-th was counted.
-func waitReconciles(b *testing.B, p *controllerProcess, n int) {
+func waitReconciles(b *testing.B, p controllers, n int) {
 	b.Helper()
 	deadline := time.Now().Add(60 * time.Minute)
 	// Every scrape has the controller gather every pool's metric series

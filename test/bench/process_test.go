@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,10 +77,14 @@ func startController(b *testing.B, bin, kubeconfig, logFile string, args ...stri
 	b.Helper()
 	addr := freePort(b)
 	pprof := os.Getenv("NODEPOOL_BENCH_PPROF")
-	if pprof == "" {
-		pprof = freePort(b)
+	if i := slices.Index(args, "--pprof-bind-address"); i >= 0 && i+1 < len(args) {
+		pprof = args[i+1] // the caller's (a second shard's)
+	} else {
+		if pprof == "" {
+			pprof = freePort(b)
+		}
+		args = append(args, "--pprof-bind-address", pprof)
 	}
-	args = append(args, "--pprof-bind-address", pprof)
 	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		b.Fatal(err)

@@ -161,7 +161,7 @@ func readAudit(b *testing.B, f *fleet, from, to time.Time) []harness.AuditWrite 
 // measureQuiet measures the settled fleet from QuietAfterEnv after
 // settled for QuietForEnv: every client's writes (the audit log) and the
 // controller's reconciles.
-func measureQuiet(b *testing.B, f *fleet, p *controllerProcess, settled time.Time, res *fleetResult) {
+func measureQuiet(b *testing.B, f *fleet, p controllers, settled time.Time, res *fleetResult) {
 	b.Helper()
 	after, span := envDuration(b, QuietAfterEnv, 2*time.Minute), envDuration(b, QuietForEnv, time.Minute)
 	if wait := time.Until(settled.Add(after)); wait > 0 {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -151,5 +153,47 @@ func TestAFleetRolloutCompletesOnThePoolsOfEveryShard(t *testing.T) {
 	}
 	if want := (controller.Shard{Name: "a"}).FieldManager(); !slices.Equal(managers, []string{want}) {
 		t.Errorf("the fleet rollout's status was written by %v, want only %s (the shard given --fleet-rollouts)", managers, want)
+	}
+
+	// A platform bump in a sharded fleet is announced once, on the
+	// management config, by the shard given --fleet-rollouts: no pool
+	// gets an event of it, and the other shard says nothing.
+	cm := &corev1.ConfigMap{}
+	must(c.Get(ctx, inputs.DefaultManagementConfig, cm))
+	cm.Data = stack.ManagementConfig("registry.example/haproxy@sha256:" + strings.Repeat("b", 64)).Data
+	must(c.Update(ctx, cm))
+	stack.WaitFor(t, 5*time.Minute, "every pool of both shards shows the bump's drift", func() int {
+		drifting := 0
+		for key := range pools {
+			p := &nodepoolv1.NodePool{}
+			if err := c.Get(ctx, key, p); err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionConfigUpdatePending) {
+				drifting++
+			}
+		}
+		return drifting
+	}, func(n int) bool { return n == len(pools) }, func(n int) string { return fmt.Sprintf("%d of %d drifting", n, len(pools)) })
+	announced := stack.WaitFor(t, 2*time.Minute, "the bump's ManagementConfigChanged event", func() []eventsv1.Event {
+		events := &eventsv1.EventList{}
+		must(c.List(ctx, events, client.InNamespace(inputs.DefaultManagementConfig.Namespace)))
+		var out []eventsv1.Event
+		for _, e := range events.Items {
+			if e.Reason == nodepoolv1.EventManagementConfigChanged {
+				out = append(out, e)
+			}
+		}
+		return out
+	}, func(es []eventsv1.Event) bool { return len(es) > 0 }, func(es []eventsv1.Event) string { return fmt.Sprintf("%d events", len(es)) })
+	time.Sleep(10 * time.Second) // time for a second announcement, were there one
+	events := &eventsv1.EventList{}
+	must(c.List(ctx, events))
+	var got []string
+	for _, e := range events.Items {
+		if e.Reason == nodepoolv1.EventManagementConfigChanged || e.Reason == nodepoolv1.EventManagementConfigDrift {
+			got = append(got, fmt.Sprintf("%s on %s %s/%s by %s (x%d)", e.Reason, e.Regarding.Kind, e.Regarding.Namespace, e.Regarding.Name, e.ReportingController, max(1, e.DeprecatedCount)))
+		}
+	}
+	want := fmt.Sprintf("%s on ConfigMap %s by %s (x1)", nodepoolv1.EventManagementConfigChanged, inputs.DefaultManagementConfig, controller.Shard{Name: "a"}.FieldManager())
+	if len(announced) == 0 || !slices.Equal(got, []string{want}) {
+		t.Errorf("the bump's events are %q; want only %q", got, want)
 	}
 }
