@@ -497,7 +497,12 @@ func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult 
 	quiet(b, p) // Cluster API's last status updates reconciled
 	p.stop()
 	out := []fleetResult{measureSettled(b, f, pw, n, nsOf, res, rssEmpty, heapEmpty)}
-	return append(out, resharded(b, f, pw, n, namespaces, nsOf, counts[1:], counts[0])...)
+	out = append(out, resharded(b, f, pw, n, namespaces, nsOf, counts[1:], counts[0])...)
+	// This fleet's control plane, Cluster API and sim stop here, not at
+	// the benchmark's end: the next fleet is measured alone.
+	pw.stop()
+	_ = f.env.Stop() // as its cleanup does
+	return out
 }
 
 // attachFleet measures the settled fleet of folder from (AttachEnv): its
@@ -756,13 +761,15 @@ type poolWatch struct {
 	mu      sync.Mutex
 	pools   map[client.ObjectKey]*nodepoolv1.NodePool
 	changed chan struct{}
+	// stop ends the watch.
+	stop context.CancelFunc
 }
 
 func watchPools(b *testing.B, cfg *rest.Config, scheme *kruntime.Scheme) *poolWatch {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	pw := &poolWatch{pools: map[client.ObjectKey]*nodepoolv1.NodePool{}, changed: make(chan struct{}, 1)}
+	pw := &poolWatch{pools: map[client.ObjectKey]*nodepoolv1.NodePool{}, changed: make(chan struct{}, 1), stop: cancel}
 	informers, err := crcache.New(cfg, crcache.Options{Scheme: scheme})
 	must(b, err)
 	inf, err := informers.GetInformer(ctx, &nodepoolv1.NodePool{})

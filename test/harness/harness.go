@@ -59,6 +59,9 @@ type Env struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   chan error
+	// stopped makes Stop once: a second call returns the first's error.
+	stopped sync.Once
+	stopErr error
 }
 
 // Start starts etcd and kube-apiserver, installs the CRDs and, unless told
@@ -145,8 +148,15 @@ func (e *Env) Run(mgr manager.Manager) {
 // Context ends when the environment stops.
 func (e *Env) Context() context.Context { return e.ctx }
 
-// Stop ends the managers, then the API server and etcd.
+// Stop ends the managers, then the API server and etcd. It may be called
+// again (a benchmark stops a fleet's control plane early and its cleanup
+// stops it too): later calls return the first one's error.
 func (e *Env) Stop() error {
+	e.stopped.Do(func() { e.stopErr = e.stop() })
+	return e.stopErr
+}
+
+func (e *Env) stop() error {
 	e.cancel()
 	e.wg.Wait()
 	close(e.errs)
