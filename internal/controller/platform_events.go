@@ -25,10 +25,9 @@ import (
 // its drift in ConfigUpdatePending, status.pendingManagementChanges and
 // the drift metrics; a change in a pool's own namespace (its pull secret's
 // or trust bundle's content) is an event on the pool
-// (inputs.Component.PoolOwn).
-
-// In a sharded fleet the shard given --fleet-rollouts announces it (one
-// shard only; the others say nothing), as it runs the fleet's rollouts.
+// (inputs.Component.PoolOwn). In a sharded fleet the shard given
+// --fleet-rollouts announces it (one shard only; the others say nothing),
+// as it runs the fleet's rollouts.
 
 // platformEvents is the leader's runnable that watches the management
 // config and emits the event when its content changes. The first version

@@ -54,11 +54,7 @@ func shardArgs(k int, namespaces []string) [][]string {
 type controllers []*controllerProcess
 
 func (cs controllers) sum(b *testing.B, name string, match func(map[string]string) bool) float64 {
-	total := 0.0
-	for _, p := range cs {
-		total += p.sum(b, name, match)
-	}
-	return total
+	return cs.each(func(p *controllerProcess) float64 { return p.sum(b, name, match) })
 }
 
 func (cs controllers) each(f func(*controllerProcess) float64) float64 {
