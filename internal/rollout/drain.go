@@ -156,6 +156,7 @@ func planDrain(in Input, ds *DrainState, p *Plan) {
 	if len(p.Drains) > 100 {
 		p.Drains = p.Drains[:100]
 	}
+	saidForced(in, ds, p)
 	if ds.Halt == nil {
 		return
 	}
@@ -181,6 +182,29 @@ func planDrain(in Input, ds *DrainState, p *Plan) {
 	}
 	if p.MachineDeployment != nil && in.InPlace == nil && in.Pool.Spec.Management.UpgradeType != nodepoolv1.UpgradeTypeInPlace {
 		p.MachineDeployment.Paused = true
+	}
+}
+
+// saidForced warns of the drains Cluster API forced before the controller
+// looked again: its nodeDrainTimeout is the Force policy's timeout, so it
+// may delete the machine at the moment the drain becomes blocked. A drain
+// on record, not yet said blocked, still held by pods when last seen, and
+// gone once its timeout passed, was forced: it is said as a blocked one
+// is, once (it leaves status.drains with this plan).
+func saidForced(in Input, ds *DrainState, p *Plan) {
+	if ds.Policy.OnTimeout != nodepoolv1.DrainForce {
+		return
+	}
+	now := map[string]bool{}
+	for _, d := range ds.Nodes {
+		now[d.Node] = true
+	}
+	for _, s := range in.Pool.Status.Drains {
+		if now[s.Node] || s.Blocked || len(s.Pods) == 0 || in.Now.Before(s.Since.Add(ds.Policy.Timeout)) {
+			continue
+		}
+		d := NodeDrain{Machine: s.Machine, Node: s.Node, Since: s.Since.Time, Message: s.Message, Pods: s.Pods}
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: nodepoolv1.EventDrainBlocked, Message: blockedMessage(d, ds.Policy)})
 	}
 }
 

@@ -50,6 +50,9 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 	drain := func(age time.Duration) NodeDrain {
 		return NodeDrain{Machine: "m1", Node: "n1", Since: now.Add(-age), Pods: blocker}
 	}
+	onRecord := func(age time.Duration, blocked bool) nodepoolv1.NodeDrainStatus {
+		return nodepoolv1.NodeDrainStatus{Node: "n1", Machine: "m1", Since: metav1.NewTime(now.Add(-age)), Blocked: blocked, Pods: blocker}
+	}
 	for _, tc := range []struct {
 		name        string
 		pool        *nodepoolv1.NodePool
@@ -81,6 +84,15 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 			drains: []NodeDrain{drain(2 * time.Hour)}, blocked: true, halt: true, record: "new/m1"},
 		{name: "Force: blocked and said, never halts",
 			pool: pool(nodepoolv1.DrainForce, nil), drains: []NodeDrain{drain(31 * time.Minute)}, blocked: true, event: "forcing it (onTimeout Force)"},
+		{name: "Force: a drain Cluster API forced at its timeout before the controller looked is said once it is gone",
+			pool:  pool(nodepoolv1.DrainForce, nil, onRecord(30*time.Minute, false)),
+			event: "node n1 (machine m1) has drained for 30m0s with pods left: pod apps/web-1 (PodDisruptionBudget web): its eviction is refused; forcing it (onTimeout Force)"},
+		{name: "Force: a forced drain already said blocked is not said again",
+			pool: pool(nodepoolv1.DrainForce, nil, onRecord(31*time.Minute, true))},
+		{name: "Force: a drain gone within its timeout drained",
+			pool: pool(nodepoolv1.DrainForce, nil, onRecord(29*time.Minute, false))},
+		{name: "Wait: a drain gone past its timeout drained (Wait never forces)",
+			pool: pool(nodepoolv1.DrainWait, nil, onRecord(31*time.Minute, false))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Input{Pool: tc.pool, Now: now, Drains: tc.drains}

@@ -72,6 +72,11 @@ func TestScenarioForceDeletesABlockedMachineAfterTheTimeout(t *testing.T) {
 		t.Fatalf("%d draining 90m after the edit, want both forced at their 30m timeout\n%s", len(p.Draining), w.Trace())
 	}
 	wantAllOn(t, w, p, latestHash(p))
+	// Cluster API forces a drain at the timeout, when the controller looks
+	// again too: whichever comes first, each forced node is said once.
+	if got := eventsOf(p, nodepoolv1.EventDrainBlocked); len(got) != 2 || !strings.Contains(got[0].Message, "forcing it (onTimeout Force)") || got[0].Message == got[1].Message {
+		t.Errorf("DrainBlocked events %+v, want one for each of the 2 forced nodes\n%s", got, w.Trace())
+	}
 }
 
 // With a canary, a drain halt stops the rollout where the canary's round

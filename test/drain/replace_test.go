@@ -88,6 +88,11 @@ func TestAReplaceDrainBlockedByABudgetIsForcedAfterTheTimeout(t *testing.T) {
 	st.WaitForPool(t, p, stack.RolloutTimeout+drainTimeout, "the old machine gone with its budget still refusing", func(s stack.PoolState) bool {
 		return !hasMachine(t, p, old.Name) && stack.PoolSettled(1)(s)
 	})
+	// Cluster API may force the node at the moment the controller would
+	// say it is blocked: the controller then says it once the machine is
+	// gone, and the event is written after the status that shows it.
+	stack.WaitFor(t, time.Minute, "one DrainBlocked event saying it forces", func() []string { return events(t, p, nodepoolv1.EventDrainBlocked) },
+		func(got []string) bool { return len(got) >= 1 }, func(got []string) string { return fmt.Sprintf("events %q", got) })
 	if got := events(t, p, nodepoolv1.EventDrainBlocked); len(got) != 1 || !strings.Contains(got[0], "forcing it (onTimeout Force)") {
 		t.Errorf("DrainBlocked events = %q, want one saying it forces", got)
 	}
