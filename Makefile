@@ -113,16 +113,23 @@ clusterctl-repository: ## Write nodepool as a local clusterctl provider reposito
 	go run ./hack/clusterctl --out dist/clusterctl-repository --version $(or $(CLUSTERCTL_VERSION),v0.1.0) --image $(IMAGE_REPO):$(VERSION)
 
 .PHONY: test
+# The fuzz targets run beside the tests, at a lower CPU priority: their
+# instrumented builds take the cores the real-stack suites leave idle.
 test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every test against a real API server (builds what it needs).
+	@fuzzlog=$$(mktemp); rc=0; frc=0; \
+	( for t in $(FUZZ_TARGETS); do \
+		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \
+		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $$ft"; \
+		nice -n 10 go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime "$$ft" || exit 1; \
+	done ) >"$$fuzzlog" 2>&1 & fuzz=$$!; \
+	echo "go test $(LONG_TEST_PACKAGES) ./... (the fuzz targets beside it)"; \
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" PROMTOOL="$(PROMTOOL)" PROMQL_SERIES="$(PROMQL_SERIES)" \
 	go test -timeout $(TEST_TIMEOUT) -p $(TEST_PACKAGES) -parallel 4 $(TESTFLAGS) $(LONG_TEST_PACKAGES) \
-		$$(go list ./... | grep -vxF $(foreach p,$(LONG_TEST_PACKAGES),-e nodepool.dev/nodepool/$(p:./%=%)))
-	@for t in $(FUZZ_TARGETS); do \
-		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \
-		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $$ft"; \
-		go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime "$$ft"; \
-	done
+		$$(go list ./... | grep -vxF $(foreach p,$(LONG_TEST_PACKAGES),-e nodepool.dev/nodepool/$(p:./%=%))) || rc=$$?; \
+	wait $$fuzz || frc=$$?; cat "$$fuzzlog"; rm -f "$$fuzzlog"; \
+	if [ $$frc -ne 0 ]; then echo "a fuzz target failed (above)"; fi; \
+	[ $$rc -eq 0 ] && [ $$frc -eq 0 ]
 
 FUZZTIME ?= 5m
 # Every fuzz target of the repository, as <package>:<name>, found by its

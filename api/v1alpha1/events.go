@@ -22,7 +22,8 @@ const (
 	// once per change, naming the fields that changed.
 	EventManagementConfigChanged = "ManagementConfigChanged"
 	// EventSeeded and EventCorrected: an annotation that mirrors what the
-	// machines run was missing or wrong and was set from their user-data.
+	// machines run was missing or wrong and was set from their user-data
+	// (not said when a new pool records its first machines').
 	EventSeeded    = "Seeded"
 	EventCorrected = "Corrected"
 	// EventUserDataRestored (Warning): a user-data Secret machines use was

@@ -42,6 +42,10 @@ func seedAnnotations(in Input, running *UserData, p *Plan) {
 	// nothing a person reads twice.
 	var said []string
 	reason := ""
+	// A new pool (no annotation yet, no rollout ever complete) records
+	// what its first machines run: nothing was lost, nothing is said.
+	first := annotation(in.Pool, nodepoolv1.AnnotationCurrentRolloutConfig) == "" && annotation(in.Pool, nodepoolv1.AnnotationCurrentPayload) == "" &&
+		in.Pool.Status.Version == ""
 	for _, a := range []struct{ key, want string }{
 		{nodepoolv1.AnnotationCurrentRolloutConfig, running.RolloutWithoutVersion},
 		{nodepoolv1.AnnotationCurrentPayload, running.PayloadHash},
@@ -65,7 +69,7 @@ func seedAnnotations(in Input, running *UserData, p *Plan) {
 		}
 		said = append(said, fmt.Sprintf("annotation %s %s %s", a.key, verb, a.want))
 	}
-	if len(said) > 0 {
+	if len(said) > 0 && !first {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: reason,
 			Message: fmt.Sprintf("%s, from user-data %s that the machines run", strings.Join(said, "; "), running.Name)})
 	}

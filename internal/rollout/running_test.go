@@ -17,14 +17,15 @@ func TestSeedingBothAnnotationsOfAPoolIsOneEvent(t *testing.T) {
 		reason      string
 		says        []string
 	}{
-		{"a new pool: both seeded", nil, nodepoolv1.EventSeeded,
+		{"a pool that ran a rollout lost both: both seeded", nil, nodepoolv1.EventSeeded,
 			[]string{nodepoolv1.AnnotationCurrentRolloutConfig + " seeded r1", nodepoolv1.AnnotationCurrentPayload + " seeded h1"}},
 		{"one wrong, one missing", map[string]string{nodepoolv1.AnnotationCurrentRolloutConfig: "r0"}, nodepoolv1.EventCorrected,
 			[]string{nodepoolv1.AnnotationCurrentRolloutConfig + " corrected from r0 to r1", nodepoolv1.AnnotationCurrentPayload + " seeded h1"}},
 		{"only the payload missing", map[string]string{nodepoolv1.AnnotationCurrentRolloutConfig: "r1"}, nodepoolv1.EventSeeded,
 			[]string{nodepoolv1.AnnotationCurrentPayload + " seeded h1"}},
 	} {
-		in := Input{Pool: &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: tc.annotations}}}
+		in := Input{Pool: &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: tc.annotations},
+			Status: nodepoolv1.NodePoolStatus{Version: "v1.36.0"}}}
 		p := &Plan{Annotations: map[string]string{}}
 		seedAnnotations(in, running, p)
 		if len(p.Events) != 1 {
@@ -48,5 +49,21 @@ func TestSeedingBothAnnotationsOfAPoolIsOneEvent(t *testing.T) {
 	seedAnnotations(in, running, p)
 	if len(p.Events) != 0 {
 		t.Errorf("annotations already right: events %+v, want none", p.Events)
+	}
+}
+
+// A new pool's first rollout records what its machines run: nothing was
+// lost, so nothing is said (an event per new pool would be a write per
+// pool that no person acts on).
+func TestANewPoolsAnnotationsAreRecordedWithoutAnEvent(t *testing.T) {
+	running := &UserData{Name: "p-userdata-1", RolloutWithoutVersion: "r1", PayloadHash: "h1"}
+	in := Input{Pool: &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "p"}}}
+	p := &Plan{Annotations: map[string]string{}}
+	seedAnnotations(in, running, p)
+	if len(p.Events) != 0 {
+		t.Errorf("events %+v, want none for a new pool", p.Events)
+	}
+	if p.Annotations[nodepoolv1.AnnotationCurrentRolloutConfig] != "r1" || p.Annotations[nodepoolv1.AnnotationCurrentPayload] != "h1" {
+		t.Errorf("annotations %v, want both recorded", p.Annotations)
 	}
 }
