@@ -689,9 +689,10 @@ type RolloutStanding struct {
 	// phase is where the rollout stands: Settled, Scaling, Rolling, Held,
 	// Halted, RollingBack or Invalid.
 	Phase RolloutPhase `json:"phase"`
-	// settled is true when nothing rolls and every machine is up to date
-	// and ready at the wanted count. A held rollout leaves a pool settled:
-	// its machines stand still.
+	// settled is true when nothing rolls, Cluster API has observed the
+	// machines' spec, and every machine is up to date and ready at the
+	// wanted count. A held rollout leaves a pool settled: its machines
+	// stand still.
 	// +optional
 	Settled bool `json:"settled"`
 	// message says what the phase does or waits for.

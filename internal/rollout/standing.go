@@ -131,10 +131,11 @@ func standingOf(in Input, p *Plan) Standing {
 	s := Standing{Boots: d.TokenPayload, Hold: waiting(d, p)}
 	md := in.MachineDeployment
 	var replicas, upToDate, ready int32
+	observed := false // Cluster API has seen the machines' spec and reports on it alone
 	if md != nil {
-		replicas, upToDate, ready = md.Replicas, md.UpToDateReplicas, md.ReadyReplicas
+		replicas, upToDate, ready, observed = md.Replicas, md.UpToDateReplicas, md.ReadyReplicas, md.Complete
 	}
-	s.Settled = p.Updating == "" && replicas == d.Replicas && upToDate == d.Replicas && ready == d.Replicas
+	s.Settled = p.Updating == "" && observed && replicas == d.Replicas && upToDate == d.Replicas && ready == d.Replicas
 	starts := d.Action == ActionCreate || d.Action == ActionStart || d.Action == ActionForce
 	health := HealthIdle
 	if d.Health != nil {
@@ -152,7 +153,11 @@ func standingOf(in Input, p *Plan) Standing {
 	case s.Hold != nil:
 		s.Phase, s.Message = PhaseHeld, s.Hold.Message
 	case !s.Settled:
-		s.Phase, s.Message = PhaseScaling, conditionMessage(p, nodepoolv1.ConditionAllMachinesReady, "")
+		why := ""
+		if !observed {
+			why = "waiting for Cluster API to report on the machines' current spec"
+		}
+		s.Phase, s.Message = PhaseScaling, conditionMessage(p, nodepoolv1.ConditionAllMachinesReady, why)
 	default:
 		s.Phase = PhaseSettled
 	}

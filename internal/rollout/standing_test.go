@@ -41,6 +41,12 @@ func TestTheStandingSaysWhereAPoolStands(t *testing.T) {
 	}{
 		{name: "a settled pool is Settled and changes by itself never", phase: PhaseSettled, settled: true,
 			input: func(t *testing.T) Input { return settled(t, inputstest.New()) }},
+		{name: "a pool whose MachineDeployment Cluster API has not observed yet is not settled", phase: PhaseScaling,
+			input: func(t *testing.T) Input {
+				in := settled(t, inputstest.New())
+				in.MachineDeployment.Complete = false // status.observedGeneration behind
+				return in
+			}},
 		{name: "a pool with a machine not ready is Scaling", phase: PhaseScaling,
 			input: func(t *testing.T) Input {
 				in := settled(t, inputstest.New())
