@@ -118,7 +118,7 @@ clusterctl-repository: ## Write nodepool as a local clusterctl provider reposito
 test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every test against a real API server (builds what it needs).
 	@fuzzlog=$$(mktemp); rc=0; frc=0; \
 	( for t in $(FUZZ_TARGETS); do \
-		case "$${t##*:}" in FuzzParseConfig) ft=10s ;; *) ft=5s ;; esac; \
+		case "$${t##*:}" in FuzzParseConfig) ft=20s ;; *) ft=10s ;; esac; \
 		echo "go test $${t%%:*} -run '^$$' -fuzz '^$${t##*:}$$' -fuzztime $$ft"; \
 		nice -n 10 go test "$${t%%:*}" -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime "$$ft" || exit 1; \
 	done ) >"$$fuzzlog" 2>&1 & fuzz=$$!; \
