@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +28,16 @@ func TestANewPoolOfThreeBecomesReadyOnOnePayload(t *testing.T) {
 	}
 	if len(s.Pool.Status.Nodes) != 1 || s.Pool.Status.Nodes[0].Count != 3 {
 		t.Errorf("status.nodes = %+v, want 3 nodes on one payload", s.Pool.Status.Nodes)
+	}
+	// Its first annotations are recorded, not seeded: nothing was lost.
+	evs := &eventsv1.EventList{}
+	if err := env.Client.List(context.Background(), evs, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Regarding.Name == p.Name && (e.Reason == nodepoolv1.EventSeeded || e.Reason == nodepoolv1.EventCorrected) {
+			t.Errorf("a new pool said %s: %s", e.Reason, e.Note)
+		}
 	}
 }
 
