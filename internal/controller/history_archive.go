@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -133,7 +134,14 @@ func (r *Reconciler) archiveHistory(ctx context.Context, rc *poolReconcile) erro
 	}
 	patched := got.DeepCopy()
 	patched.Data = want.Data
-	if err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(got, client.MergeFromWithOptimisticLock{})); err != nil {
+	switch err := r.Client.Patch(ctx, patched, client.MergeFromWithOptions(got, client.MergeFromWithOptimisticLock{})); {
+	case apierrors.IsConflict(err):
+		// The cache has not yet seen the archive's newer version (most
+		// often this controller's own last write). That version's event
+		// reconciles the pool again, and that reconcile archives: no
+		// error, no failed condition, no retry with backoff.
+		logr.FromContextOrDiscard(ctx).V(1).Info("the history archive changed since it was cached; the next reconcile archives", "secret", got.Name)
+	case err != nil:
 		return fmt.Errorf("writing the history archive %s: %w", got.Name, err)
 	}
 	return nil
