@@ -109,6 +109,11 @@ type fleetResult struct {
 	// Cluster API updates the controller ignored and let through.
 	SettleCAPIUpdatesIgnored float64 `json:"settleCAPIUpdatesIgnored"`
 	SettleCAPIUpdatesWoke    float64 `json:"settleCAPIUpdatesWoke"`
+	// CPU seconds of the other processes in the settle: kube-apiserver,
+	// etcd, and this one (Cluster API, the sim, the payload server).
+	SettleAPIServerCPU float64 `json:"settleAPIServerCPUSeconds"`
+	SettleEtcdCPU      float64 `json:"settleEtcdCPUSeconds"`
+	SettleInProcessCPU float64 `json:"settleInProcessCPUSeconds"`
 	// The quiet phase: the settled fleet, QuietAfterEnv after the settle.
 	QuietReconcilesPerSecond      float64      `json:"quietReconcilesPerSecond"`
 	QuietControllerRequestsPerMin float64      `json:"quietControllerRequestsPerMin"`
@@ -194,6 +199,12 @@ func BenchmarkFleet(b *testing.B) {
 	row("controller processes (shards)", func(r fleetResult) string { return strconv.Itoa(r.Shards) })
 	row("settle (create every pool to Ready, Settled)", func(r fleetResult) string { return settle(r, r.SettleSeconds) })
 	row("  controller CPU in it", func(r fleetResult) string { return settle(r, r.SettleCPUSeconds) })
+	row("  kube-apiserver / etcd / Cluster API+sim CPU", func(r fleetResult) string {
+		if r.SettleSeconds == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f/%.0f/%.0f s", r.SettleAPIServerCPU, r.SettleEtcdCPU, r.SettleInProcessCPU)
+	})
 	row("  writes per pool: controller / Cluster API", func(r fleetResult) string {
 		if r.SettleSeconds == 0 {
 			return "–"
@@ -448,14 +459,17 @@ func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult 
 	time.Sleep(3 * time.Second)
 	p.collectGarbage(b)
 	rssEmpty, heapEmpty := p.rss(b), p.heapInuse(b)
-	t0 := time.Now()
-	// The API server's profile of a minute well into the settle, when
-	// every kind of object is being written.
+	t0, apiCPU0, etcdCPU0, selfCPU0 := time.Now(), childCPU("kube-apiserver"), childCPU("etcd"), selfCPU()
+	// The API server's and this process's (Cluster API's) profiles of a
+	// minute well into the settle, when every kind of object is being
+	// written.
 	var profiling sync.WaitGroup
 	profiling.Add(1)
 	settleProfile := time.AfterFunc(time.Duration(n/20)*time.Second, func() {
 		defer profiling.Done()
-		apiServerProfile(b, f.env.Config, fmt.Sprintf("apiserver-settle-%d", n), 60)()
+		wait := apiServerProfile(b, f.env.Config, fmt.Sprintf("apiserver-settle-%d", n), 60)
+		selfProfile(b, fmt.Sprintf("inprocess-settle-%d", n), 60)
+		wait()
 	})
 	var wg sync.WaitGroup
 	work := make(chan int)
@@ -480,6 +494,8 @@ func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult 
 	}
 	profiling.Wait()
 	res.SettleCPUSeconds = p.sum(b, "process_cpu_seconds_total", nil)
+	res.SettleAPIServerCPU, res.SettleEtcdCPU = childCPU("kube-apiserver")-apiCPU0, childCPU("etcd")-etcdCPU0
+	res.SettleInProcessCPU = selfCPU() - selfCPU0
 	res.SettleReconciles, res.SettleLoad = p.reconciles(b), loadAverage()
 	res.SettleCAPIUpdatesIgnored, res.SettleCAPIUpdatesWoke = p.capiUpdates(b, "ignored"), p.capiUpdates(b, "woke")
 	settledAt := time.Now()
@@ -487,7 +503,9 @@ func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult 
 	res.SettleWrites = writesByKind(settleWrites)
 	res.SettlePeakControllerWritesPerSec = peakWritesPerSecond(settleWrites, agentController)
 	res.SettlePeakCAPIWritesPerSec = peakWritesPerSecond(settleWrites, agentCAPI)
-	b.Logf("%d pools settled in %.1f s (load %s)%s", n, res.SettleSeconds, res.SettleLoad, formatWrites("writes to settle", res.SettleWrites, n))
+	b.Logf("%d pools settled in %.1f s (load %s); CPU seconds: controller %.0f, kube-apiserver %.0f, etcd %.0f, Cluster API+sim %.0f, of %.0f on %d cores%s",
+		n, res.SettleSeconds, res.SettleLoad, res.SettleCPUSeconds, res.SettleAPIServerCPU, res.SettleEtcdCPU, res.SettleInProcessCPU,
+		res.SettleSeconds*float64(runtime.NumCPU()), runtime.NumCPU(), formatWrites("writes to settle", res.SettleWrites, n))
 	measureQuiet(b, f, p, settledAt, &res) // writes_test.go
 	if os.Getenv(SettleOnlyEnv) != "" {
 		p.stop()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -368,4 +369,37 @@ func apiServerProfile(b *testing.B, cfg *rest.Config, name string, seconds int) 
 		_, _ = io.Copy(f, resp.Body)
 	}()
 	return func() { <-done }
+}
+
+// selfCPU is this process's CPU seconds: the Cluster API controllers, the
+// sim provider and the payload server, which run in it, and the
+// benchmark's own watch.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// selfProfile saves a CPU profile of this process (Cluster API, the sim,
+// the payload server) over the next seconds to ProfileEnv/name.pprof,
+// when ProfileEnv is set: where Cluster API's share of a phase goes.
+func selfProfile(b *testing.B, name string, seconds int) {
+	dir := os.Getenv(ProfileEnv)
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Logf("no profile of this process: %v", err) // -test.cpuprofile holds it
+		return
+	}
+	time.Sleep(time.Duration(seconds) * time.Second)
+	pprof.StopCPUProfile()
 }
