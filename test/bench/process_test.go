@@ -360,15 +360,23 @@ func apiServerProfile(b *testing.B, cfg *rest.Config, name string, seconds int) 
 			b.Errorf("the kube-apiserver's profile: %s", resp.Status)
 			return
 		}
-		f, err := os.Create(filepath.Join(dir, name+".pprof"))
-		if err != nil {
-			b.Error(err)
-			return
+		if f := profileFile(b, dir, name); f != nil {
+			defer func() { _ = f.Close() }()
+			_, _ = io.Copy(f, resp.Body)
 		}
-		defer func() { _ = f.Close() }()
-		_, _ = io.Copy(f, resp.Body)
 	}()
 	return func() { <-done }
+}
+
+// profileFile creates dir/name.pprof; nil (the error reported) when it
+// cannot.
+func profileFile(b *testing.B, dir, name string) *os.File {
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		b.Error(err)
+		return nil
+	}
+	return f
 }
 
 // selfCPU is this process's CPU seconds: the Cluster API controllers, the
@@ -390,9 +398,8 @@ func selfProfile(b *testing.B, name string, seconds int) {
 	if dir == "" {
 		return
 	}
-	f, err := os.Create(filepath.Join(dir, name+".pprof"))
-	if err != nil {
-		b.Error(err)
+	f := profileFile(b, dir, name)
+	if f == nil {
 		return
 	}
 	defer func() { _ = f.Close() }()
