@@ -393,6 +393,7 @@ func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*flee
 	f := &fleet{env: env, c: c, bin: bin, dir: sub, kubeconfig: writeKubeconfig(b, env.Config, sub), audit: audit,
 		args: []string{"--payload-server-url", ps.URL, "--payload-server-ca", caFile, "--resync-period", "1h",
 			"--cleanup-grace-period", "1h", "--zap-log-level", "error"}}
+	f.args = append(f.args, strings.Fields(os.Getenv(ControllerArgsEnv))...)
 	// What a later run needs to measure this fleet again (AttachEnv).
 	must(b, os.WriteFile(filepath.Join(sub, "controller-args"), []byte(strings.Join(f.args, "\n")+"\n"), 0o644))
 	return f, ps

@@ -24,6 +24,10 @@ const (
 	// (no resync, edits, bump, nor the rollout comparison): the figures of
 	// a settle and a settled fleet, in a few minutes.
 	SettleOnlyEnv = "NODEPOOL_BENCH_SETTLE_ONLY"
+	// ControllerArgsEnv adds flags to every controller process the
+	// benchmark starts, space-separated (e.g. "--concurrency 40"): to
+	// measure a setting against the defaults.
+	ControllerArgsEnv = "NODEPOOL_BENCH_CONTROLLER_ARGS"
 )
 
 // The user agents (up to the "/") of the fleet's clients: the controller
