@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -166,18 +165,7 @@ func inPlace(p *nodepoolv1.NodePool) {
 
 // events are the pool's events of reason, by message.
 func events(t *testing.T, p *nodepoolv1.NodePool, reason string) []string {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(p.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == p.Name && e.Regarding.Kind == "NodePool" && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
+	return stack.PoolEvents(t, env.Client, p, reason)
 }
 
 // gauge is the value of a series the controller exports (it runs in this

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,13 +29,9 @@ func TestANewPoolOfThreeBecomesReadyOnOnePayload(t *testing.T) {
 		t.Errorf("status.nodes = %+v, want 3 nodes on one payload", s.Pool.Status.Nodes)
 	}
 	// Its first annotations are recorded, not seeded: nothing was lost.
-	evs := &eventsv1.EventList{}
-	if err := env.Client.List(context.Background(), evs, client.InNamespace(p.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range evs.Items {
-		if e.Regarding.Name == p.Name && (e.Reason == nodepoolv1.EventSeeded || e.Reason == nodepoolv1.EventCorrected) {
-			t.Errorf("a new pool said %s: %s", e.Reason, e.Note)
+	for _, reason := range []string{nodepoolv1.EventSeeded, nodepoolv1.EventCorrected} {
+		for _, note := range stack.PoolEvents(t, env.Client, p, reason) {
+			t.Errorf("a new pool said %s: %s", reason, note)
 		}
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,4 +70,20 @@ func (m Machines) PayloadCounts() []string {
 	}
 	sort.Strings(p)
 	return p
+}
+
+// PoolEvents are the messages of pool p's events of reason.
+func PoolEvents(t testing.TB, c client.Reader, p *nodepoolv1.NodePool, reason string) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := c.List(context.Background(), list, client.InNamespace(p.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == p.Name && e.Regarding.Kind == "NodePool" && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
 }
