@@ -399,36 +399,46 @@ func (r *FleetRolloutReconciler) writePools(ctx context.Context, fr *nodepoolv1.
 // the apply-pending time and the fleet rollout's name to trigger it, or
 // their removal to release it. cached is the pool as the decision saw it
 // (nil when the cache has not seen it yet).
+//
+// A release removes what the cached pool shows as the fleet's: a person
+// may have written a newer apply-pending since (or taken the pool into
+// another fleet rollout). So that patch carries the cached pool's
+// resourceVersion: a conflict re-reads the pool, uncached, and removes
+// only what is still the fleet's, never a newer request.
 func (r *FleetRolloutReconciler) writePool(ctx context.Context, fr *nodepoolv1.FleetRollout, ref fleet.Ref, cached *nodepoolv1.NodePool, w *poolWrite, now time.Time) error {
-	ann := map[string]any{}
-	if w.store != nil {
-		ann[nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)] = *w.store
-	}
-	if t := w.trigger; t != nil {
-		ann[nodepoolv1.AnnotationApplyPending] = t.At.UTC().Format(time.RFC3339)
-		ann[nodepoolv1.AnnotationFleetRollout] = fr.Name
-	}
-	if rl := w.release; rl != nil && w.trigger == nil {
-		if cached == nil || cached.Annotations[nodepoolv1.AnnotationFleetRollout] == fr.Name {
-			ann[nodepoolv1.AnnotationFleetRollout] = nil
-		}
-		if rl.At != nil && cached != nil && cached.Annotations[nodepoolv1.AnnotationApplyPending] == rl.At.UTC().Format(time.RFC3339) {
-			ann[nodepoolv1.AnnotationApplyPending] = nil
-		}
-	}
-	if len(ann) == 0 {
-		return nil
-	}
-	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
-	if err != nil {
-		return err
-	}
 	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
-	if err := r.Client.Patch(ctx, pool, client.RawPatch(types.MergePatchType, raw)); err != nil {
+	for attempt := 1; ; attempt++ {
+		ann, lock := poolAnnotations(fr, cached, w)
+		if len(ann) == 0 {
+			return nil
+		}
+		md := map[string]any{"annotations": ann}
+		if lock {
+			md["resourceVersion"] = cached.ResourceVersion
+		}
+		raw, err := json.Marshal(map[string]any{"metadata": md})
+		if err != nil {
+			return err
+		}
+		err = r.Client.Patch(ctx, pool, client.RawPatch(types.MergePatchType, raw))
 		if apierrors.IsNotFound(err) {
 			return nil // deleted: it counts as skipped
 		}
-		return fmt.Errorf("writing fleet rollout %s's state on %s: %w", fr.Name, ref, err)
+		if lock && apierrors.IsConflict(err) && attempt < releaseAttempts {
+			fresh := &nodepoolv1.NodePool{}
+			if gerr := r.reader().Get(ctx, client.ObjectKeyFromObject(pool), fresh); gerr != nil {
+				if apierrors.IsNotFound(gerr) {
+					return nil
+				}
+				return fmt.Errorf("re-reading %s to release it from fleet rollout %s: %w", ref, fr.Name, gerr)
+			}
+			cached = fresh
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("writing fleet rollout %s's state on %s: %w", fr.Name, ref, err)
+		}
+		break
 	}
 	if w.store != nil {
 		r.expect.wrote(fr.Name, ref, *w.store, now)
@@ -440,6 +450,44 @@ func (r *FleetRolloutReconciler) writePool(ctx context.Context, fr *nodepoolv1.F
 		r.Recorder.Eventf(fr, pool, corev1.EventTypeNormal, nodepoolv1.EventFleetPoolTriggered, "Trigger", "pool %s triggered (apply-pending-at %s)", t.Ref, t.At.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// releaseAttempts bounds the re-reads of a release that conflicts; the
+// last conflict is the reconcile's error, and it is retried.
+const releaseAttempts = 4
+
+// poolAnnotations is the merge patch of w's annotations on the pool as
+// cached shows it, and whether it removes what cached shows (then the
+// patch must hold cached's resourceVersion).
+func poolAnnotations(fr *nodepoolv1.FleetRollout, cached *nodepoolv1.NodePool, w *poolWrite) (map[string]any, bool) {
+	ann := map[string]any{}
+	lock := false
+	if w.store != nil {
+		ann[nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)] = *w.store
+	}
+	if t := w.trigger; t != nil {
+		ann[nodepoolv1.AnnotationApplyPending] = t.At.UTC().Format(time.RFC3339)
+		ann[nodepoolv1.AnnotationFleetRollout] = fr.Name
+	}
+	if rl := w.release; rl != nil && w.trigger == nil {
+		if cached == nil || cached.Annotations[nodepoolv1.AnnotationFleetRollout] == fr.Name {
+			ann[nodepoolv1.AnnotationFleetRollout] = nil
+			lock = cached != nil
+		}
+		if rl.At != nil && cached != nil && cached.Annotations[nodepoolv1.AnnotationApplyPending] == rl.At.UTC().Format(time.RFC3339) {
+			ann[nodepoolv1.AnnotationApplyPending] = nil
+			lock = true
+		}
+	}
+	return ann, lock && cached.ResourceVersion != ""
+}
+
+// reader reads uncached when it can.
+func (r *FleetRolloutReconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // forget removes a deleted fleet rollout's per-pool state from the pools
