@@ -38,15 +38,23 @@ import (
 // its pool at most one resync period, even if the pool's finalizer was
 // removed by hand.
 //
-// Upgrade: once every pool of the controller has been mirrored after it
-// started, it writes the marker secrets.MirrorsReadyName; a payload server
-// reading mirrors is ready only once that exists (docs/operations.md,
-// upgrading).
+// Upgrade: once every pool of the controller that can be mirrored has
+// been mirrored after it started, it writes the marker
+// secrets.MirrorsReadyName; a payload server reading mirrors is ready only
+// once that exists (docs/operations.md, upgrading). A pool whose reconcile
+// is paused (pause.go: the pool's or its Cluster's paused annotation, the
+// Cluster's spec.paused, which clusterctl move sets) or that is being
+// deleted is not reconciled, so it is not waited for: its mirrors made
+// before are kept (the sweep deletes only those of pools that are gone),
+// and it is mirrored when its reconcile resumes. A pool whose inputs are
+// invalid is still reconciled, and mirrored, with the tokens it has.
 
 // mirrors is what the controller knows of its mirroring.
 type mirrors struct {
-	// done holds the UIDs of the pools mirrored since the start.
-	done sync.Map // types.UID → struct{}
+	// done holds the pools mirrored since the start, by UID. Entries of
+	// pools that are gone are pruned at each count (unmirrored), whether
+	// or not a deletion reconcile (deleteMirrors) saw them go.
+	done sync.Map // types.UID → types.NamespacedName
 }
 
 // syncMirrors writes the pool's mirrors from what this reconcile observed
@@ -119,7 +127,7 @@ func (r *Reconciler) syncMirrors(ctx context.Context, pool *nodepoolv1.NodePool,
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	r.mirrors.done.Store(pool.UID, struct{}{})
+	r.mirrors.done.Store(pool.UID, client.ObjectKeyFromObject(pool))
 	return nil
 }
 
@@ -247,16 +255,20 @@ func (r *Reconciler) deleteMirrors(ctx context.Context, pool *nodepoolv1.NodePoo
 }
 
 // mirrorSweeper is the runnable (of the leader) that writes the marker
-// once every pool has been mirrored since the start, and then sweeps the
-// mirror namespace every resync period.
+// once every pool that can be mirrored has been since the start, and then
+// sweeps the mirror namespace every resync period.
 func (r *Reconciler) mirrorSweeper() manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		log := ctrl.Log.WithName("mirrors").WithValues("namespace", r.Settings.MirrorNamespace)
 		ready := false
 		for {
 			next := r.Settings.ResyncPeriod
+			// Counted every time: the count forgets pools that are gone.
+			missing, err := r.unmirrored(ctx)
+			if ready && err != nil {
+				log.Error(err, "listing the pools mirrored")
+			}
 			if !ready {
-				missing, err := r.unmirrored(ctx)
 				switch {
 				case err != nil:
 					log.Error(err, "listing the pools to mirror")
@@ -288,23 +300,53 @@ func (r *Reconciler) mirrorSweeper() manager.Runnable {
 	})
 }
 
-// unmirrored counts the pools of the shard not mirrored since the start.
+// unmirrored counts the pools of the shard that can be mirrored and were
+// not since the start: neither paused nor being deleted (their reconcile
+// does not run). It forgets the mirrored pools that are gone.
 func (r *Reconciler) unmirrored(ctx context.Context) (int, error) {
 	list := &nodepoolv1.NodePoolList{}
 	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
+	present := make(map[types.UID]bool, len(list.Items))
 	n := 0
 	for i := range list.Items {
 		p := &list.Items[i]
+		present[p.UID] = true
 		if !r.Settings.Shard.Owns(p.Namespace) || !p.DeletionTimestamp.IsZero() {
 			continue
 		}
-		if _, ok := r.mirrors.done.Load(p.UID); !ok {
+		if _, ok := r.mirrors.done.Load(p.UID); ok {
+			continue
+		}
+		cluster, err := r.clusterOf(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		if pausedBy(cluster, p) == "" {
 			n++
 		}
 	}
+	r.forgetGone(ctx, present)
 	return n, nil
+}
+
+// forgetGone forgets the mirrored pools that are not among present (a
+// list of every pool) and do not exist now (read again: the pool may have
+// come after the list was read, and been mirrored since). One that cannot
+// be read is kept until the next count.
+func (r *Reconciler) forgetGone(ctx context.Context, present map[types.UID]bool) {
+	r.mirrors.done.Range(func(k, v any) bool {
+		uid, key := k.(types.UID), v.(types.NamespacedName)
+		if present[uid] {
+			return true
+		}
+		p := &nodepoolv1.NodePool{}
+		if err := r.Client.Get(ctx, key, p); apierrors.IsNotFound(err) || (err == nil && p.UID != uid) {
+			r.mirrors.done.CompareAndDelete(uid, key)
+		}
+		return true
+	})
 }
 
 // writeMirrorsReady creates the marker (one left by an earlier start is
