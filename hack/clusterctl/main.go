@@ -23,7 +23,7 @@ func main() {
 	root := flag.String("root", ".", "the nodepool checkout")
 	out := flag.String("out", "dist/clusterctl-repository", "the repository's folder")
 	version := flag.String("version", "v0.1.0", "the provider version (a series of metadata.yaml)")
-	image := flag.String("image", "ghcr.io/nodepool-dev/nodepool:latest", "the default of ${"+dist.VarImage+"}")
+	image := flag.String("image", "ghcr.io/nodepool-dev/nodepool:latest", "the image both Deployments run (clusterctl's images: "+dist.ClusterctlImageComponent+" moves it)")
 	flag.Parse()
 	dir, err := filepath.Abs(filepath.Join(*out, "addon-nodepool", *version))
 	if err != nil {

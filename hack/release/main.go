@@ -3,7 +3,7 @@
 //
 //	nodepool.yaml                  config/default, the image pinned by digest
 //	nodepool-cert-manager.yaml     config/cert-manager, the same plus the payload server's certificate
-//	addon-components.yaml          the clusterctl add-on provider's components (config/cert-manager, ${NODEPOOL_IMAGE} defaulting to the pinned image)
+//	addon-components.yaml          the clusterctl add-on provider's components (config/cert-manager, the image pinned by digest)
 //	metadata.yaml                  its clusterctl metadata: release series → Cluster API contract
 //	nodepool-<version>.tgz         the Helm chart (charts/nodepool), the image pinned by digest, with LICENSE
 //	nodepool-image.oci.tar         the image (an OCI layout: kind load image-archive, skopeo copy oci-archive:, podman load)

@@ -67,13 +67,14 @@ func TestRelease(t *testing.T) {
 		}
 	}
 
-	// The clusterctl components default to the pinned image.
+	// The clusterctl components run the pinned image, named as it is (no
+	// variable: clusterctl reads it as an image reference).
 	comps, err := os.ReadFile(filepath.Join(out, dist.ClusterctlComponentsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img := "${" + dist.VarImage + ":=" + want + "}"; !strings.Contains(string(comps), "image: "+img) {
-		t.Errorf("%s runs no %s", dist.ClusterctlComponentsFile, img)
+	if n := strings.Count(string(comps), "image: "+want+"\n"); n != 2 {
+		t.Errorf("%s runs %s in %d Deployments, want 2", dist.ClusterctlComponentsFile, want, n)
 	}
 
 	// checksums.txt is what sha256sum -c reads, and covers every asset.

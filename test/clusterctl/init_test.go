@@ -17,7 +17,7 @@ import (
 // --addon nodepool` from the local repository records nodepool in
 // clusterctl's inventory as an add-on provider, applies its components
 // with clusterctl's labels in the namespace NODEPOOL_NAMESPACE names (and
-// nowhere else) running the image NODEPOOL_IMAGE names; the controller and
+// nowhere else) running the provider's image; the controller and
 // payload server it applied come up as their ServiceAccounts and reconcile
 // a pool whose machines boot from the payload server.
 func TestClusterctlInitInstallsTheAddOnThatReconcilesAPool(t *testing.T) {
@@ -49,7 +49,7 @@ func TestClusterctlInitInstallsTheAddOnThatReconcilesAPool(t *testing.T) {
 			t.Errorf("deployment %s: labels %v lack clusterctl's", name, d.Labels)
 		}
 		if got := d.Spec.Template.Spec.Containers[0].Image; got != image {
-			t.Errorf("deployment %s runs %s, not NODEPOOL_IMAGE %s", name, got, image)
+			t.Errorf("deployment %s runs %s, not the provider's image %s", name, got, image)
 		}
 	}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: "nodepool-system"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {

@@ -29,8 +29,10 @@ import (
 )
 
 // What the test installs: nodepool's add-on provider at providerVersion,
-// with the clusterctl variables NODEPOOL_NAMESPACE and NODEPOOL_IMAGE set
-// (so every mention of the namespace must follow it).
+// with the clusterctl variable NODEPOOL_NAMESPACE set (so every mention of
+// the namespace must follow it), running image (the repository's; a
+// release's is pinned by digest, and clusterctl's images: setting moves it:
+// hack/internal/dist tests that).
 const (
 	systemNamespace = "nodepool-capi"
 	image           = "registry.example/nodepool:v0.1.0"
@@ -102,8 +104,8 @@ func setup() error {
 	}
 	env.Run(mgr)
 
-	ctl, err = stack.WriteClusterctl(root, filepath.Join(tmp, "clusterctl"), providerVersion, "registry.example/nodepool@sha256:"+fmt.Sprintf("%064d", 0), env.Config,
-		map[string]string{"NODEPOOL_NAMESPACE": systemNamespace, "NODEPOOL_IMAGE": image})
+	ctl, err = stack.WriteClusterctl(root, filepath.Join(tmp, "clusterctl"), providerVersion, image, env.Config,
+		map[string]string{"NODEPOOL_NAMESPACE": systemNamespace})
 	if err != nil {
 		return err
 	}

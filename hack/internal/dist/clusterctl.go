@@ -11,6 +11,7 @@ import (
 	kyaml "sigs.k8s.io/yaml"
 
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	"sigs.k8s.io/cluster-api/util/container"
 )
 
 // The files clusterctl reads from a release of an add-on provider
@@ -26,10 +27,12 @@ const (
 
 // The clusterctl variables of the components, with the defaults a release
 // gives them (`${NAME:=default}`: clusterctl reads them from the
-// environment or clusterctl.yaml).
+// environment or clusterctl.yaml). The image is none: clusterctl reads a
+// Deployment's image as an image reference before it processes variables
+// (`clusterctl generate provider --describe` processes none), so the
+// components name the release's image, and clusterctl's images: setting
+// moves it (ClusterctlImageComponent).
 const (
-	// VarImage is the image both Deployments run.
-	VarImage = "NODEPOOL_IMAGE"
 	// VarNamespace is nodepool's namespace: every object's, and each
 	// mention of it (the controller's args, the certificates' names, the
 	// admission policies' usernames). Set it rather than clusterctl's
@@ -41,6 +44,14 @@ const (
 	VarClusterAPIUser = "NODEPOOL_CLUSTER_API_USER"
 )
 
+// ClusterctlImageComponent is the provider's name in clusterctl's images:
+// setting (clusterctl.yaml), which changes the image's repository:
+//
+//	images:
+//	  addon-nodepool:
+//	    repository: mirror.example/platform
+const ClusterctlImageComponent = "addon-nodepool"
+
 // The values config/ names, which the variables replace.
 const (
 	defaultNamespace      = "nodepool-system"
@@ -50,9 +61,9 @@ const (
 var namespaceWord = regexp.MustCompile(`\b` + defaultNamespace + `\b`)
 
 // ClusterctlComponents is addon-components.yaml: the kustomize build of
-// ClusterctlComponentsDir with the image image, where the image, the
-// namespace and Cluster API's username are clusterctl variables that
-// default to what the build names.
+// ClusterctlComponentsDir with the image image, where the namespace and
+// Cluster API's username are clusterctl variables that default to what the
+// build names.
 func ClusterctlComponents(root, image string) ([]byte, error) {
 	b, err := Kustomize(root, ClusterctlComponentsDir, image)
 	if err != nil {
@@ -64,10 +75,12 @@ func ClusterctlComponents(root, image string) ([]byte, error) {
 	if err := CheckPinned(b, image); err != nil {
 		return nil, fmt.Errorf("%s: %w", ClusterctlComponentsDir, err)
 	}
+	if _, err := container.ImageFromString(image); err != nil {
+		return nil, fmt.Errorf("clusterctl reads the image %q: %w", image, err)
+	}
 	if !bytes.Contains(b, []byte(defaultClusterAPIUser)) {
 		return nil, fmt.Errorf("%s does not name Cluster API's user %s", ClusterctlComponentsDir, defaultClusterAPIUser)
 	}
-	b = bytes.ReplaceAll(b, []byte(image), fmt.Appendf(nil, "${%s:=%s}", VarImage, image))
 	b = bytes.ReplaceAll(b, []byte(defaultClusterAPIUser), fmt.Appendf(nil, "${%s:=%s}", VarClusterAPIUser, defaultClusterAPIUser))
 	b = namespaceWord.ReplaceAll(b, fmt.Appendf(nil, "${%s:=%s}", VarNamespace, defaultNamespace))
 	return b, nil
@@ -109,8 +122,8 @@ func writeClusterctlProvider(root, out string, s Stamp, pinned string) ([]string
 	if err != nil {
 		return nil, err
 	}
-	header := fmt.Sprintf("# nodepool %s (%s), built from %s: clusterctl init --addon nodepool (variables %s, %s, %s)\n",
-		s.Version, s.Revision, ClusterctlComponentsDir, VarImage, VarNamespace, VarClusterAPIUser)
+	header := fmt.Sprintf("# nodepool %s (%s), built from %s: clusterctl init --addon nodepool (variables %s, %s; the image moves with clusterctl's images: %s)\n",
+		s.Version, s.Revision, ClusterctlComponentsDir, VarNamespace, VarClusterAPIUser, ClusterctlImageComponent)
 	if err := writeFile(filepath.Join(out, ClusterctlComponentsFile), append([]byte(header), comps...)); err != nil {
 		return nil, err
 	}
