@@ -85,6 +85,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs, and their copi
 	rm -f charts/nodepool/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/nodepool/crds/
 	cp config/rbac/role.yaml charts/nodepool/files/role.yaml
+	cp config/prometheus/prometheusrule.yaml config/prometheus/dashboard.json charts/nodepool/files/
 	rm -f internal/capi/crds/*.yaml
 	cp "$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"/core/config/crd/bases/*.yaml internal/capi/crds/
 	chmod 644 internal/capi/crds/*.yaml

@@ -64,3 +64,43 @@ system:serviceaccount:{{ .Release.Namespace }}:nodepool-controller
 {{- define "nodepool.payloadServerUser" -}}
 system:serviceaccount:{{ .Release.Namespace }}:nodepool-payload-server
 {{- end }}
+
+{{/*
+The pod spec fields of a Deployment's scheduling values (.pod: the
+controller's or the payload server's values, .root: the chart's context),
+and the image pull Secrets of both: global.imagePullSecrets of an umbrella
+chart (names or {name: ...}), then imagePullSecrets. Empty values add
+nothing: the pod stays the release manifest's.
+*/}}
+{{- define "nodepool.podScheduling" -}}
+{{- $pull := list -}}
+{{- range concat (dig "imagePullSecrets" list (.root.Values.global | default dict)) .root.Values.imagePullSecrets -}}
+{{- if kindIs "string" . -}}
+{{- $pull = append $pull (dict "name" .) -}}
+{{- else -}}
+{{- $pull = append $pull (dict "name" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- with $pull }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .pod.priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- range $k := list "nodeSelector" "tolerations" "affinity" "topologySpreadConstraints" }}
+{{- with index $.pod $k }}
+{{ $k }}:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The labels of a monitoring object: its own, helm's and those of its values. */}}
+{{- define "nodepool.monitoringLabels" -}}
+app.kubernetes.io/name: nodepool
+{{ include "nodepool.labels" .root }}
+{{- with .labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,7 +18,13 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/cli"
+	"helm.sh/helm/v4/pkg/downloader"
+	"helm.sh/helm/v4/pkg/getter"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"nodepool.dev/nodepool/internal/k8sbin"
@@ -63,7 +70,13 @@ func values(t *testing.T, y string) map[string]any {
 // kind/namespace/name, helm's labels taken off.
 func render(t *testing.T, ns, vals string) map[string]*unstructured.Unstructured {
 	t.Helper()
-	b, err := RenderChart(testChart(t), ns, values(t, vals))
+	return renderOf(t, testChart(t), ns, vals)
+}
+
+// renderOf is render of the chart ch.
+func renderOf(t *testing.T, ch *chart.Chart, ns, vals string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	b, err := RenderChart(ch, ns, values(t, vals))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +182,11 @@ func TestChartLints(t *testing.T) {
 		"cert-manager": "certManager: {enabled: true}",
 		"self-signed":  "tls: {selfSigned: true}",
 		"scoped":       "controller: {shard: a, namespaces: [team-a]}\npayloadServer: {namespaces: [team-a, team-b]}",
+		"monitoring":   "monitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dashboard: {enabled: true}}",
+		// What helm passes a dependency.
+		"global": "global: {imagePullSecrets: [regcred]}",
+		"scheduled": "imagePullSecrets: [{name: regcred}]\ncontroller: {priorityClassName: high, nodeSelector: {a: b}, tolerations: [{operator: Exists}], podAnnotations: {a: b}}\n" +
+			"payloadServer: {affinity: {}, topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]}",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := LintChart(dir, values(t, vals)); err != nil {
@@ -242,8 +260,9 @@ func TestChartScopedPayloadServerIsTheNamespacedVariant(t *testing.T) {
 	}
 }
 
-// The chart's CRDs are config/crd/bases as `make generate` writes them, and
-// the controller's RBAC is config/rbac/role.yaml: a stale copy fails here.
+// The chart's CRDs are config/crd/bases as `make generate` writes them, the
+// controller's RBAC is config/rbac/role.yaml, and its alerts and dashboard
+// are config/prometheus's: a stale copy fails here.
 func TestChartCopiesAreTheGeneratedFiles(t *testing.T) {
 	root := testRoot(t)
 	bases, err := filepath.Glob(filepath.Join(root, "config/crd/bases/*.yaml"))
@@ -251,7 +270,11 @@ func TestChartCopiesAreTheGeneratedFiles(t *testing.T) {
 		t.Fatalf("config/crd/bases: %v", err)
 	}
 	copies, _ := filepath.Glob(filepath.Join(root, ChartDir, "crds/*.yaml"))
-	pairs := map[string]string{filepath.Join(root, "config/rbac/role.yaml"): filepath.Join(root, ChartDir, "files/role.yaml")}
+	pairs := map[string]string{
+		filepath.Join(root, "config/rbac/role.yaml"):                 filepath.Join(root, ChartDir, "files/role.yaml"),
+		filepath.Join(root, "config/prometheus/prometheusrule.yaml"): filepath.Join(root, ChartDir, "files/prometheusrule.yaml"),
+		filepath.Join(root, "config/prometheus/dashboard.json"):      filepath.Join(root, ChartDir, "files/dashboard.json"),
+	}
 	for _, b := range bases {
 		pairs[b] = filepath.Join(root, ChartDir, "crds", filepath.Base(b))
 	}
@@ -396,6 +419,10 @@ payloadServer:
 		"a plain http URL":           "payloadServer: {url: http://np.example/ignition}",
 		"two certificate makers":     "certManager: {enabled: true}\ntls: {selfSigned: true}",
 		"a Service type":             "payloadServer: {service: {type: ExternalName}}",
+		"a toleration not in a list": "controller: {tolerations: {operator: Exists}}",
+		"a nodeSelector number":      "payloadServer: {nodeSelector: {disks: 2}}",
+		"a pull secret as a string":  "imagePullSecrets: [regcred]",
+		"a monitoring switch":        "monitoring: {serviceMonitor: {enable: true}}",
 	} {
 		t.Run("refuses "+name, func(t *testing.T) {
 			if _, err := RenderChart(testChart(t), ChartNamespace, values(t, vals)); err == nil {
@@ -477,5 +504,186 @@ func tarNames(t *testing.T, b []byte) []string {
 			t.Fatal(err)
 		}
 		out = append(out, h.Name)
+	}
+}
+
+// umbrella writes a parent chart that depends on the checkout's chart
+// through file://, with vals as its values.yaml, runs `helm dependency
+// update` on it (helm's library: charts/ gets the packaged chart and
+// Chart.lock is written) and returns its folder and the loaded chart.
+func umbrella(t *testing.T, vals string) (string, *chart.Chart) {
+	t.Helper()
+	dir, home := t.TempDir(), t.TempDir()
+	chartYAML := fmt.Sprintf("apiVersion: v2\nname: platform\ndescription: An umbrella chart.\nversion: 1.0.0\ndependencies:\n  - name: nodepool\n    version: %q\n    repository: file://%s\n",
+		testChart(t).Metadata.Version, filepath.Join(testRoot(t), ChartDir))
+	if err := os.Mkdir(filepath.Join(dir, "templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]string{"Chart.yaml": chartYAML, "values.yaml": vals, "templates/NOTES.txt": "The platform's charts.\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settings := cli.New()
+	settings.RepositoryConfig = filepath.Join(home, "repositories.yaml")
+	settings.RepositoryCache = filepath.Join(home, "repository")
+	settings.ContentCache = filepath.Join(home, "content")
+	m := &downloader.Manager{
+		Out:              io.Discard,
+		ChartPath:        dir,
+		SkipUpdate:       true,
+		Getters:          getter.All(settings),
+		RepositoryConfig: settings.RepositoryConfig,
+		RepositoryCache:  settings.RepositoryCache,
+		ContentCache:     settings.ContentCache,
+	}
+	if err := m.Update(); err != nil {
+		t.Fatalf("helm dependency update: %v", err)
+	}
+	ch, err := loader.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deps := ch.Dependencies(); len(deps) != 1 || deps[0].Name() != "nodepool" {
+		t.Fatalf("the umbrella chart holds %v", deps)
+	}
+	return dir, ch
+}
+
+// The chart as a dependency of another (an umbrella chart, file://): helm
+// passes it the umbrella's global values, which its schema takes; with
+// none of its own values set it installs what it installs alone (the
+// release manifest), and global.imagePullSecrets (names or {name: ...})
+// reach both Deployments before its own imagePullSecrets.
+func TestChartIsADependency(t *testing.T) {
+	want := without(kustomized(t, "config/default", chartDefaultImage), "Namespace//nodepool-system")
+	dir, ch := umbrella(t, "global:\n  clusterDomain: cluster.local\n")
+	if err := LintChart(dir, nil); err != nil {
+		t.Errorf("helm lint --strict of the umbrella: %v", err)
+	}
+	sameObjects(t, "as a dependency", renderOf(t, ch, ChartNamespace, ""), want)
+
+	_, ch = umbrella(t, `
+global:
+  imagePullSecrets: [regcred, {name: mirror}]
+nodepool:
+  imagePullSecrets: [{name: own}]
+  controller: {replicas: 3}
+`)
+	got := renderOf(t, ch, ChartNamespace, "")
+	for _, name := range []string{"nodepool-controller", "nodepool-payload-server"} {
+		spec := podSpec(t, got, name)
+		if want := []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror"}, {Name: "own"}}; !reflect.DeepEqual(spec.ImagePullSecrets, want) {
+			t.Errorf("%s: imagePullSecrets %v, want %v", name, spec.ImagePullSecrets, want)
+		}
+	}
+	if n, _, _ := unstructured.NestedInt64(got["Deployment/nodepool-system/nodepool-controller"].Object, "spec", "replicas"); n != 3 {
+		t.Errorf("the umbrella's nodepool.controller.replicas 3 gave %d", n)
+	}
+}
+
+// podSpec is the pod template of the Deployment name.
+func podSpec(t *testing.T, objs map[string]*unstructured.Unstructured, name string) (spec corev1.PodSpec) {
+	t.Helper()
+	var d appsv1.Deployment
+	for k, o := range objs {
+		if strings.HasPrefix(k, "Deployment/") && o.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, &d, true); err != nil {
+				t.Fatalf("%s: %v", k, err)
+			}
+			if want := map[string]string{"app.kubernetes.io/name": name}; !reflect.DeepEqual(d.Spec.Template.Labels, want) || !reflect.DeepEqual(d.Spec.Selector.MatchLabels, want) {
+				t.Errorf("%s: pod labels %v, selector %v: want both %v", k, d.Spec.Template.Labels, d.Spec.Selector.MatchLabels, want)
+			}
+			return d.Spec.Template.Spec
+		}
+	}
+	t.Fatalf("no Deployment %s", name)
+	return
+}
+
+// The scheduling values of each Deployment (the controller's and the
+// payload server's, each its own) reach its pod template: annotations,
+// nodeSelector, tolerations, affinity, topologySpreadConstraints,
+// priorityClassName; imagePullSecrets reach both.
+func TestChartSchedulesBothDeployments(t *testing.T) {
+	scheduling := func(name, priority string) string {
+		return fmt.Sprintf(`
+  podAnnotations: {example.com/owner: %[1]s}
+  nodeSelector: {example.com/pool: %[1]s}
+  tolerations: [{key: example.com/%[1]s, operator: Exists, effect: NoSchedule}]
+  affinity:
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 100
+          podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app.kubernetes.io/name: %[1]s}}}
+  topologySpreadConstraints:
+    - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app.kubernetes.io/name: %[1]s}}}
+  priorityClassName: %[2]s`, name, priority)
+	}
+	got := render(t, ChartNamespace, "imagePullSecrets: [{name: regcred}]\ncontroller:"+scheduling("nodepool-controller", "system-cluster-critical")+
+		"\npayloadServer:"+scheduling("nodepool-payload-server", "nodepool-boot"))
+	for name, priority := range map[string]string{"nodepool-controller": "system-cluster-critical", "nodepool-payload-server": "nodepool-boot"} {
+		spec := podSpec(t, got, name)
+		if spec.PriorityClassName != priority {
+			t.Errorf("%s: priorityClassName %q, want %q", name, spec.PriorityClassName, priority)
+		}
+		if !reflect.DeepEqual(spec.NodeSelector, map[string]string{"example.com/pool": name}) {
+			t.Errorf("%s: nodeSelector %v", name, spec.NodeSelector)
+		}
+		if want := []corev1.Toleration{{Key: "example.com/" + name, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}; !reflect.DeepEqual(spec.Tolerations, want) {
+			t.Errorf("%s: tolerations %v, want %v", name, spec.Tolerations, want)
+		}
+		if a := spec.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+			a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.LabelSelector.MatchLabels["app.kubernetes.io/name"] != name {
+			t.Errorf("%s: affinity %+v", name, a)
+		}
+		if c := spec.TopologySpreadConstraints; len(c) != 1 || c[0].TopologyKey != "topology.kubernetes.io/zone" || c[0].WhenUnsatisfiable != corev1.ScheduleAnyway ||
+			c[0].LabelSelector.MatchLabels["app.kubernetes.io/name"] != name {
+			t.Errorf("%s: topologySpreadConstraints %+v", name, c)
+		}
+		if want := []corev1.LocalObjectReference{{Name: "regcred"}}; !reflect.DeepEqual(spec.ImagePullSecrets, want) {
+			t.Errorf("%s: imagePullSecrets %v, want %v", name, spec.ImagePullSecrets, want)
+		}
+		ann, _, _ := unstructured.NestedStringMap(got["Deployment/nodepool-system/"+name].Object, "spec", "template", "metadata", "annotations")
+		if !reflect.DeepEqual(ann, map[string]string{"example.com/owner": name}) {
+			t.Errorf("%s: pod annotations %v", name, ann)
+		}
+	}
+}
+
+// With its three monitoring switches the chart adds the objects of
+// config/prometheus (the release's nodepool-prometheus.yaml), the same in
+// every field: the ServiceMonitors, the PrometheusRule and the dashboard
+// ConfigMap; each switch adds its own, with the labels it is given (a
+// Prometheus Operator's or Grafana's selector).
+func TestChartMonitoringIsTheObservabilityComponent(t *testing.T) {
+	release := without(kustomized(t, "config/default", chartDefaultImage), "Namespace//nodepool-system")
+	pack := kustomized(t, ObservabilityComponent, "")
+	want := map[string]*unstructured.Unstructured{}
+	for _, m := range []map[string]*unstructured.Unstructured{release, pack} {
+		for k, o := range m {
+			want[k] = o
+		}
+	}
+	sameObjects(t, "monitoring", render(t, ChartNamespace, "monitoring: {serviceMonitor: {enabled: true}, prometheusRule: {enabled: true}, dashboard: {enabled: true}}"), want)
+
+	for _, tc := range []struct {
+		value string
+		kinds []string
+	}{
+		{"serviceMonitor", []string{"ServiceMonitor/nodepool-system/nodepool-controller", "ServiceMonitor/nodepool-system/nodepool-payload-server"}},
+		{"prometheusRule", []string{"PrometheusRule/nodepool-system/nodepool"}},
+		{"dashboard", []string{"ConfigMap/nodepool-system/nodepool-grafana-dashboard"}},
+	} {
+		got := render(t, ChartNamespace, "monitoring: {"+tc.value+": {enabled: true, labels: {release: kube-prometheus-stack}}}")
+		added := keys(without(got, keys(release)...))
+		if !slices.Equal(added, sortedClone(tc.kinds)) {
+			t.Errorf("monitoring.%s.enabled adds %v, want %v", tc.value, added, tc.kinds)
+		}
+		for _, k := range tc.kinds {
+			if o := got[k]; o != nil && o.GetLabels()["release"] != "kube-prometheus-stack" {
+				t.Errorf("monitoring.%s.labels: %s has labels %v", tc.value, k, o.GetLabels())
+			}
+		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/yaml"
 
 	"nodepool.dev/nodepool/config/prometheus"
 	"nodepool.dev/nodepool/internal/k8sbin"
@@ -78,4 +80,49 @@ func sortedClone(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// Every ServiceMonitor nodepool ships (config/prometheus, and the chart's
+// with monitoring.serviceMonitor.enabled, in any namespace) is one the
+// Prometheus Operator reads (its own types, strictly), and honours the
+// scraped labels on each endpoint: the operator adds the target label
+// namespace (the Service's), which would otherwise rename each per-pool
+// series' own namespace to exported_namespace.
+func TestEveryServiceMonitorHonoursTheScrapedLabels(t *testing.T) {
+	shipped := map[string]map[string]*unstructured.Unstructured{}
+	_, shipped[ObservabilityComponent] = build(t, ObservabilityComponent, "")
+	shipped["the chart"] = render(t, ChartNamespace, "monitoring: {serviceMonitor: {enabled: true}}")
+	shipped["the chart in another namespace"] = render(t, "platform", "monitoring: {serviceMonitor: {enabled: true, interval: 1m, labels: {release: kube-prometheus-stack}}}")
+	for from, objs := range shipped {
+		n := 0
+		for k, o := range objs {
+			if o.GetKind() != monitoringv1.ServiceMonitorsKind {
+				continue
+			}
+			n++
+			j, err := o.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sm monitoringv1.ServiceMonitor
+			if err := yaml.UnmarshalStrict(j, &sm); err != nil {
+				t.Errorf("%s: %s is no ServiceMonitor of the Prometheus Operator's: %v", from, k, err)
+				continue
+			}
+			if sm.APIVersion != monitoringv1.SchemeGroupVersion.String() {
+				t.Errorf("%s: %s is %s, want %s", from, k, sm.APIVersion, monitoringv1.SchemeGroupVersion)
+			}
+			if len(sm.Spec.Endpoints) == 0 {
+				t.Errorf("%s: %s has no endpoint", from, k)
+			}
+			for i, e := range sm.Spec.Endpoints {
+				if !e.HonorLabels {
+					t.Errorf("%s: %s endpoint %d (port %s) does not set honorLabels: true", from, k, i, e.Port)
+				}
+			}
+		}
+		if n != 2 {
+			t.Errorf("%s ships %d ServiceMonitors, want 2 (the controller's and the payload server's)", from, n)
+		}
+	}
 }
