@@ -1,6 +1,7 @@
 package observability
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,6 +219,54 @@ func TestEveryQueryParsesAndNamesADocumentedMetric(t *testing.T) {
 		}
 		if len(p.Targets) == 0 || p.Datasource.UID != "${datasource}" {
 			t.Errorf("panel %q has no query, or does not query ${datasource}", p.Title)
+		}
+	}
+}
+
+// metricName is a metric's name as the Go source spells it.
+var metricName = regexp.MustCompile(`"(nodepool_[a-z_]+)"`)
+
+// Every metric the controller and the payload server define (each
+// "nodepool_..." string of the Go source of internal/ and cmd/) is a row
+// of the metrics table of docs/reference.md.
+func TestEveryMetricIsInTheReferenceTable(t *testing.T) {
+	root, err := k8sbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := os.ReadFile(filepath.Join(root, "docs/reference.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range documentedMetric.FindAllStringSubmatch(string(ref), -1) {
+		documented[m[1]] = true
+	}
+	defined := map[string]string{}
+	for _, dir := range []string{"internal", "cmd"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range metricName.FindAllSubmatch(b, -1) {
+				defined[string(m[1])], _ = filepath.Rel(root, path)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(defined) < 20 {
+		t.Fatalf("found %d metrics in the source: %v", len(defined), defined)
+	}
+	for name, file := range defined {
+		if !documented[name] {
+			t.Errorf("%s (%s) is not in the metrics table of docs/reference.md", name, file)
 		}
 	}
 }
