@@ -13,6 +13,10 @@ const (
 	EventRolloutDeferred = "RolloutDeferred"
 	// EventRolloutComplete: every machine runs the target.
 	EventRolloutComplete = "RolloutComplete"
+	// EventScaleUpWaitsForCanary: a scale-up during a health gate's canary
+	// waits until the canary passed (or failed): Cluster API would make
+	// every new machine on the payload no canary has passed yet.
+	EventScaleUpWaitsForCanary = "ScaleUpWaitsForCanary"
 	// EventManagementConfigDrift: on a pool, a component of its own
 	// namespace (its pull secret's or trust bundle's content) joined its
 	// pending drift. A platform bump drifts every pool at once and is

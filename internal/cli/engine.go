@@ -94,7 +94,7 @@ func (o *Options) decideAt(ctx context.Context, live, sources client.Reader, poo
 		return nil, fmt.Errorf("NodePool %s/%s: %w", pool.Namespace, pool.Name, err)
 	}
 	d.In.Machines = observe.MachineHealth(pool, objs.Machines, nil) // the health gate's view, without Nodes
-	d.In.Drains = observe.Drains(objs.Machines)
+	d.In.Drains = observe.Drains(objs.Machines, d.In.MachineDeployment)
 	d.Plan = rollout.Decide(d.In)
 	return d, nil
 }

@@ -52,6 +52,9 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 	}
 
 	md.Spec.Replicas = decidedReplicas(md.Annotations, d)
+	if target != nil && target.Replicas != nil {
+		md.Spec.Replicas = ptr.To(*target.Replicas) // a scale-up waits for the canary (rollout.holdScaleUp)
+	}
 
 	md.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{
 		clusterv1.ClusterNameLabel:           pool.Spec.ClusterName,

@@ -307,6 +307,10 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 			if pool.Annotations == nil {
 				pool.Annotations = map[string]string{}
 			}
+			if v == "" {
+				delete(pool.Annotations, k) // a record whose rollout ended (rollout.endRecords)
+				continue
+			}
 			pool.Annotations[k] = v
 		}
 	}

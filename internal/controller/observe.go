@@ -40,7 +40,7 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())
 	}
 	observeMachineHealth(pool, w, in) // readinessgate.go
-	in.Drains = observe.Drains(w.Machines)
+	in.Drains = observe.Drains(w.Machines, in.MachineDeployment)
 	if in.InPlace != nil || pool.Spec.Management.Health != nil {
 		if err := r.watchNodes(ctx, pool); err != nil {
 			log.V(1).Info("nodes not watched yet", "reason", err.Error())

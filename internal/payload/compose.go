@@ -237,6 +237,32 @@ func ComposePinned(running, latest *Payload) (*Payload, error) {
 	return pinnedCompositions.compose(latest.Pool, frags)
 }
 
+// ComposeRollout composes the latest payload of base's rollout: every
+// rollout component of base (the owner's intent a rollout ran), every
+// management component of latest (the platform as it is now). After a
+// rollback it is what a forced rollout or a new machine boots: the
+// rolled-back revision, with the platform current, never the
+// configuration that failed.
+func ComposeRollout(base, latest *Payload) (*Payload, error) {
+	if base.Pool != latest.Pool {
+		return nil, fmt.Errorf("cannot compose payloads of pools %q and %q", base.Pool, latest.Pool)
+	}
+	frags := make(map[inputs.Component][]byte, len(latest.Fragments))
+	asLatest := true
+	for _, c := range inputs.Components() {
+		f, ok := base.Fragments[c]
+		if !c.IsRollout() || !ok {
+			f = latest.Fragments[c]
+		}
+		frags[c] = f
+		asLatest = asLatest && bytes.Equal(f, latest.Fragments[c])
+	}
+	if asLatest && len(latest.Fragments) == len(frags) {
+		return latest, nil
+	}
+	return pinnedCompositions.compose(latest.Pool, frags)
+}
+
 func describe(rpt report.Report, err error) string {
 	var msgs []string
 	for _, e := range rpt.Entries {

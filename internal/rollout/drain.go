@@ -25,6 +25,11 @@ type NodeDrain struct {
 	Message string
 	// Pods are the pods that hold the node and why (DrainBlockers).
 	Pods []nodepoolv1.DrainBlocker
+	// UpToDate is true when the machine runs the MachineDeployment's
+	// template: its drain belongs to no rollout (a scale-down, a
+	// MachineHealthCheck repair, a person's delete), so it never halts
+	// the pool.
+	UpToDate bool
 }
 
 // DrainState is where the pool's drains stand against its drain policy.
@@ -51,6 +56,11 @@ const drainResumed = "/resumed"
 // a drain lasting the timeout with pods left is blocked; with Halt the
 // first blocked one halts the target's rollout, which holds while the
 // target is that rollout, until a person resumes it (Resume).
+//
+// The drain of an up-to-date machine (a scale-down, a MachineHealthCheck
+// repair, a person's delete) belongs to no rollout: it is reported
+// (status.drains, DrainBlocked) and forced at the timeout with Force, but
+// never halts or pauses the pool (with Halt it waits, as with Wait).
 func decideDrain(in Input, target *UserData) *DrainState {
 	ds := &DrainState{Policy: poolmath.Drain(in.Pool), Blocked: map[string]bool{}}
 	ds.Nodes = append(ds.Nodes, in.Drains...)
@@ -72,7 +82,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		ends := d.Since.Add(ds.Policy.Timeout)
 		if !in.Now.Before(ends) {
 			ds.Blocked[d.Node] = true
-			if ds.Policy.OnTimeout == nodepoolv1.DrainHalt && ds.Halt == nil {
+			if ds.Policy.OnTimeout == nodepoolv1.DrainHalt && ds.Halt == nil && !d.UpToDate {
 				d := d
 				ds.Halt = &d
 			}
@@ -91,7 +101,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		// blocked drain may.
 		ds.Halt = nil
 		for _, d := range ds.Nodes {
-			if ds.Blocked[d.Node] && d.Machine != machine && ds.Policy.OnTimeout == nodepoolv1.DrainHalt {
+			if ds.Blocked[d.Node] && d.Machine != machine && ds.Policy.OnTimeout == nodepoolv1.DrainHalt && !d.UpToDate {
 				d := d
 				ds.Halt = &d
 				break

@@ -93,7 +93,13 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 	s := poolmath.Health(spec, d.Replicas)
 	h := &HealthState{Settings: *s}
 	target := d.Target
-	rolledBack := rollbackHolds(in)
+	// A forced rollout keeps the user-data: before its first machine is
+	// made it has no trial machine, yet its canary goes first too.
+	md := in.MachineDeployment
+	forcing := d.Action == ActionForce || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
+	// A forced rollout after a rollback is a rollout of its own (of the
+	// rolled-back revision with the latest platform): on trial like any.
+	rolledBack := rollbackHolds(in) && !forcing
 	held := haltHolds(in, target) // health_halt.go
 	if held != nil {
 		h.Machine = held.machine
@@ -197,10 +203,6 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		canaryDone = false
 	}
 	inProgress := d.InProgress || d.Action == ActionStart
-	// A forced rollout keeps the user-data: before its first machine is
-	// made it has no trial machine, yet its canary goes first too.
-	md := in.MachineDeployment
-	forcing := d.Action == ActionForce || (md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0)
 	switch {
 	case rolledBack:
 		h.Phase, h.Reason = HealthRolledBack, nodepoolv1.ReasonRolloutHalted
@@ -242,6 +244,34 @@ func forcedTrial(md *MachineDeployment, m MachineHealth) bool {
 func rollbackHolds(in Input) bool {
 	v := annotation(in.Pool, nodepoolv1.AnnotationRolledBack)
 	return v != "" && in.Latest != nil && in.Hashes.Rollout == v
+}
+
+// rolledBackLatest is the input as the engine must read it after a
+// rollback: while the pool's inputs still render the rollout that failed,
+// the latest payload is the rolled-back revision's own configuration
+// with the current platform (payload.ComposeRollout). Everything that
+// boots "the latest payload" (a forced rollout, NewNodes and Rollout
+// policies, the drift the pool reports) then boots that, never the
+// payload that failed; a new rollout of the failed change starts only
+// from an owner change.
+func rolledBackLatest(in Input) Input {
+	if !rollbackHolds(in) {
+		return in
+	}
+	current := currentTarget(in)
+	if current == nil || current.RolloutHash == in.Hashes.Rollout {
+		return in
+	}
+	base, ok := in.Payloads[current.PayloadHash]
+	if !ok {
+		return in
+	}
+	composed, err := payload.ComposeRollout(base, in.Latest)
+	if err != nil {
+		return in
+	}
+	in.Latest = composed
+	return in
 }
 
 func (h *HealthState) gate(m MachineHealth, ok bool, reason, msg string) {
@@ -298,6 +328,12 @@ func planHealth(in Input, d Decision, p *Plan) {
 		c.Message = "no rollout is on trial"
 	case HealthCanary:
 		c.Message = fmt.Sprintf("canary: %d of %d canary machines passed their soak of %s", min(h.Passed, h.Settings.Canary), h.Settings.Canary, h.Settings.CanarySoak)
+		if held := holdScaleUp(in, d, p); held != "" {
+			c.Message += "; " + held
+			if was := meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); was == nil || !strings.Contains(was.Message, held) {
+				p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventScaleUpWaitsForCanary, Message: held})
+			}
+		}
 	case HealthSoaking, HealthRolling:
 		c.Message = fmt.Sprintf("the canary passed; %d machines on the new payload passed their soak", h.Passed)
 	case HealthHalted:
@@ -352,6 +388,26 @@ func holdSurge(in Input, h *HealthState, p *Plan) {
 	}
 	surge, none := intstr.FromInt32(max(h.Settings.Canary, 1)), intstr.FromInt32(0)
 	p.MachineDeployment.MaxSurge, p.MachineDeployment.MaxUnavailable = &surge, &none
+}
+
+// holdScaleUp makes a scale-up wait for the canary: while a Replace
+// rolling update's canary is on trial, Cluster API would make every
+// machine added on the new MachineSet, on a payload no canary has passed.
+// The MachineDeployment keeps its replicas (a scale-down goes ahead) until
+// the canary passes, or fails (a halted rollout's token serves the last
+// healthy payload, so the pool then grows on that). An autoscaled pool's
+// count is the autoscaler's and is not held.
+// It returns what it says on RolloutHealthy ("" when nothing waits).
+func holdScaleUp(in Input, d Decision, p *Plan) string {
+	h, md := d.Health, in.MachineDeployment
+	if h == nil || h.Phase != HealthCanary || p.MachineDeployment == nil || in.InPlace != nil ||
+		in.Pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace || in.Pool.Spec.Management.Replace.Strategy == nodepoolv1.ReplaceStrategyOnDelete ||
+		md == nil || md.SpecReplicas == nil || d.AutoScaling != nil || *md.SpecReplicas >= d.Replicas {
+		return ""
+	}
+	held := *md.SpecReplicas
+	p.MachineDeployment.Replicas = &held
+	return fmt.Sprintf("the scale-up from %d to %d machines waits for the canary, so no new machine boots a payload no canary has passed", held, d.Replicas)
 }
 
 // healthRollback switches the decision's target to what the machines ran

@@ -19,6 +19,7 @@ func Decide(in Input) Plan {
 	p := Plan{Annotations: map[string]string{}}
 	stored := in.UserData
 	in = restoreUserData(in, &p)
+	in = rolledBackLatest(in) // health.go
 	running := runningUserData(in)
 	seedAnnotations(in, running, &p)
 
@@ -59,6 +60,7 @@ func Decide(in Input) Plan {
 	planWindow(in, d, &p)
 	planHealth(in, d, &p)
 	planDrain(in, d.Drain, &p) // after the health gate: a drain halt says RolloutHealthy
+	endRecords(in, d, &p)      // ended.go
 	planBootstrapData(in, &p)
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)

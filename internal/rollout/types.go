@@ -250,6 +250,11 @@ type MachineDeploymentTarget struct {
 	// surge is the canary and nothing is taken down, so no machine beyond
 	// the canary is made on an untested payload.
 	MaxSurge, MaxUnavailable *intstr.IntOrString
+	// Replicas, when set, is the MachineDeployment's spec.replicas instead
+	// of Decision.Replicas: while a health gate's canary is on trial a
+	// scale-up waits (holdScaleUp), since Cluster API would make every new
+	// machine on the untested payload.
+	Replicas *int32
 	// Paused holds the MachineDeployment (Cluster API's
 	// cluster.x-k8s.io/paused annotation) while a drain halts its rollout:
 	// Cluster API takes no further machine down; the node draining keeps

@@ -187,6 +187,9 @@ func (p *Pool) applyMachineDeployment(t *rollout.MachineDeploymentTarget) {
 		current = ptr.To(md.Replicas)
 	}
 	md.Replicas = poolmath.DesiredReplicas(spec, current)
+	if t != nil && t.Replicas != nil {
+		md.Replicas = *t.Replicas // a scale-up waits for the canary
+	}
 	r := spec.Management.Replace
 	md.OnDelete = r.Strategy == nodepoolv1.ReplaceStrategyOnDelete
 	surge, unavailable := r.RollingUpdate.MaxSurge, r.RollingUpdate.MaxUnavailable

@@ -69,7 +69,15 @@ func (p *Pool) observeDrains() []rollout.NodeDrain {
 	for _, m := range p.Draining {
 		msg := fmt.Sprintf("Drain not completed yet (started at %s):\n* Pod %s: cannot evict pod as it would violate the pod's disruption budget. The disruption budget %s needs 1 healthy pods and has 1 currently",
 			m.DrainSince.UTC().Format("2006-01-02T15:04:05Z07:00"), guardedPod(m), GuardedBudget)
-		out = append(out, rollout.NodeDrain{Machine: m.Name, Node: m.Name, Since: m.DrainSince, Message: msg, Pods: rollout.DrainBlockers(msg)})
+		upToDate := false
+		if p.MD != nil {
+			for _, ms := range p.MD.Sets {
+				if ms.Name == m.Set {
+					upToDate = p.upToDate(ms)
+				}
+			}
+		}
+		out = append(out, rollout.NodeDrain{Machine: m.Name, Node: m.Name, Since: m.DrainSince, Message: msg, Pods: rollout.DrainBlockers(msg), UpToDate: upToDate})
 	}
 	return out
 }

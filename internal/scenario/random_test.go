@@ -2,13 +2,24 @@ package scenario
 
 import (
 	"flag"
+	"fmt"
+	"hash/fnv"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 )
 
-var seeds = flag.Int("seeds", 0, "how many random seeds to run (default 20, or NODEPOOL_SIM_SEEDS)")
+var seeds = flag.Int("seeds", 0, "how many random seeds to run from seed 1 (default 20, or NODEPOOL_SIM_SEEDS)")
 
+// TestRandomInterleavings runs the fixed seeds 1..N (N is 20, or
+// NODEPOOL_SIM_SEEDS, or -seeds) and, when NODEPOOL_SIM_ROTATE names a
+// string (make test passes the commit), NODEPOOL_SIM_ROTATE_COUNT more
+// seeds (default 50) drawn from it: every commit explores interleavings
+// no one ran before, and the same commit draws the same ones again. Seeds
+// run on every core; a failing seed prints its trace and its replay.
 func TestRandomInterleavings(t *testing.T) {
 	n := 20
 	if v, err := strconv.Atoi(os.Getenv("NODEPOOL_SIM_SEEDS")); err == nil && v > 0 {
@@ -17,12 +28,110 @@ func TestRandomInterleavings(t *testing.T) {
 	if *seeds > 0 {
 		n = *seeds
 	}
-	for seed := int64(1); seed <= int64(n); seed++ {
-		w := Random(seed, DefaultRandom)
-		if err := w.RunFor(DefaultRandom.Length); err != nil {
-			t.Errorf("seed %d: %v\n%s\nreplay: go test ./internal/scenario -run 'TestRandomSeed' -seed %d -v",
-				seed, err, w.Trace(), seed)
+	var list []int64
+	for s := int64(1); s <= int64(n); s++ {
+		list = append(list, s)
+	}
+	if key := os.Getenv("NODEPOOL_SIM_ROTATE"); key != "" {
+		count := 50
+		if v, err := strconv.Atoi(os.Getenv("NODEPOOL_SIM_ROTATE_COUNT")); err == nil && v >= 0 {
+			count = v
 		}
+		rot := RotatingSeeds(key, count)
+		var names []string
+		for _, s := range rot {
+			names = append(names, strconv.FormatInt(s, 10))
+		}
+		t.Logf("rotating seeds from %q: %s", key, strings.Join(names, " "))
+		list = append(list, rot...)
+	}
+	failed := runSeeds(list, runtime.GOMAXPROCS(0))
+	for _, f := range failed {
+		t.Errorf("seed %d: %v\n%s\nreplay: go test ./internal/scenario -run 'TestRandomSeed' -seed %d -v",
+			f.seed, f.err, f.trace, f.seed)
+	}
+	if len(failed) > 0 {
+		var s []string
+		for _, f := range failed {
+			s = append(s, strconv.FormatInt(f.seed, 10))
+		}
+		t.Logf("%d of %d seeds failed: %s", len(failed), len(list), strings.Join(s, " "))
+	}
+}
+
+type seedFailure struct {
+	seed  int64
+	err   error
+	trace string
+}
+
+// runSeeds runs every seed's world on workers goroutines (each world is
+// its own; nothing is shared) and returns the failures in seed order.
+func runSeeds(list []int64, workers int) []seedFailure {
+	if workers < 1 {
+		workers = 1
+	}
+	out := make([]*seedFailure, len(list))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				w := Random(list[i], DefaultRandom)
+				if err := w.RunFor(DefaultRandom.Length); err != nil {
+					out[i] = &seedFailure{seed: list[i], err: err, trace: w.Trace()}
+				}
+			}
+		}()
+	}
+	for i := range list {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var failed []seedFailure
+	for _, f := range out {
+		if f != nil {
+			failed = append(failed, *f)
+		}
+	}
+	return failed
+}
+
+// RotatingSeeds are count seeds drawn from key (a commit): above every
+// fixed seed a run could choose, distinct, the same for the same key.
+func RotatingSeeds(key string, count int) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for i := 0; len(out) < count; i++ {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s/%d", key, i)
+		s := int64(h.Sum64()%1_000_000_000) + 1_000_000
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestRotatingSeedsAreStableAndDistinct(t *testing.T) {
+	a, b := RotatingSeeds("abc", 50), RotatingSeeds("abc", 50)
+	c := RotatingSeeds("abd", 50)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("the same key drew %v then %v", a, b)
+	}
+	if fmt.Sprint(a) == fmt.Sprint(c) {
+		t.Fatalf("two commits drew the same seeds %v", a)
+	}
+	seen := map[int64]bool{}
+	for _, s := range a {
+		if seen[s] || s <= 1_000_000 {
+			t.Fatalf("seed %d repeated or among the fixed range", s)
+		}
+		seen[s] = true
 	}
 }
 

@@ -1,0 +1,176 @@
+package scenario
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
+)
+
+// A rollout is a thing with an identity: its halts and its rollback
+// belong to it and end with it. Each scenario failed on the engine before
+// its fix.
+
+// bootedConfig reports whether any machine of p boots a payload whose
+// user configs are config.
+func bootedConfig(p *Pool, config string) []string {
+	var on []string
+	for _, m := range p.Machines {
+		if pl, ok := p.Payloads[m.Payload]; ok && slices.Contains(Values(pl), "user-configs="+config) {
+			on = append(on, m.Name)
+		}
+	}
+	return on
+}
+
+// rolledBackPool is a pool of 3 whose change to c2 failed its canary and
+// was rolled back to c1.
+func rolledBackPool(t *testing.T, w *World) *Pool {
+	t.Helper()
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+	}})
+	badConfig(w, "c2", 10*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+	run(t, w, 2*time.Hour)
+	if p.Phase() != rollout.HealthRolledBack {
+		t.Fatalf("phase %q, want RolledBack\n%s", p.Phase(), w.Trace())
+	}
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Fatalf("machines %v boot c2 after the rollback\n%s", on, w.Trace())
+	}
+	return p
+}
+
+// Defect 1: a forced rollout after a rollback (apply-pending of a
+// platform bump) replaces every machine onto the rolled-back revision's
+// own configuration with the latest platform, never onto the payload that
+// failed.
+func TestScenarioAForcedRolloutAfterARollbackKeepsTheRollback(t *testing.T) {
+	w := New(t0)
+	p := rolledBackPool(t, w)
+	w.After(time.Minute, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
+	w.After(2*time.Minute, "person runs apply-pending", func(*World) { ApplyPending(p, "") })
+	w.After(10*time.Minute, "owner scales to 5", func(*World) { p.Obj.Spec.Replicas = ptrInt(5) })
+	run(t, w, 3*time.Hour)
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v boot the configuration that failed (c2) after a forced rollout\n%s", on, w.Trace())
+	}
+	for _, m := range p.Machines {
+		pl := p.Payloads[m.Payload]
+		if pl == nil || !slices.Contains(Values(pl), "renderer=r2") {
+			t.Errorf("machine %s does not run the renderer the forced rollout applied (r2)\n%s", m.Name, w.Trace())
+		}
+	}
+}
+
+// Defect 1, NewNodes: after a rollback, scale-ups of a NewNodes pool boot
+// the rolled-back revision with the latest platform.
+func TestScenarioNewNodesAfterARollbackBootTheRolledBackRevision(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+		np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesNewNodes
+	}})
+	badConfig(w, "c2", 10*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+	w.After(2*time.Hour, "owner scales to 4", func(*World) { p.Obj.Spec.Replicas = ptrInt(4) })
+	run(t, w, 3*time.Hour)
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
+	}
+}
+
+// Defect 2: a halt ends with its rollout. The same change applied again
+// later (after an undo and a fix elsewhere) is a new rollout: it starts
+// clean, its canary is made on it and it completes.
+func TestScenarioTheSameChangeAppliedAgainStartsClean(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+	}})
+	badConfig(w, "c2", 10*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+	w.After(time.Hour, "owner undoes: config c1", func(*World) { p.Inputs.Config = "c1" })
+	w.After(3*time.Hour, "the fault elsewhere is fixed; owner applies c2 again", func(w *World) {
+		delete(w.Bad, "user-configs=c2")
+		p.Inputs.Config = "c2"
+	})
+	run(t, w, 6*time.Hour)
+	if p.Phase() == rollout.HealthHalted {
+		t.Errorf("the same change applied again is halted by the halt of its earlier rollout\n%s", w.Trace())
+	}
+	if got := onPayloads(p)[latestHash(p)]; got != 3 {
+		t.Errorf("%d of 3 machines on c2 applied again, want all\n%s", got, w.Trace())
+	}
+	if v := p.Annotation(nodepoolv1.AnnotationHalted); v != "" {
+		t.Errorf("the ended halt is still recorded: %s", v)
+	}
+}
+
+// Defect 2 with a rollback: the change rolled back and applied again later
+// is a new rollout too.
+func TestScenarioAChangeRolledBackAndAppliedAgainRollsOut(t *testing.T) {
+	w := New(t0)
+	p := rolledBackPool(t, w)
+	w.After(time.Minute, "owner undoes: config c1", func(*World) { p.Inputs.Config = "c1" })
+	w.After(time.Hour, "the fault is fixed; owner applies c2 again", func(w *World) {
+		delete(w.Bad, "user-configs=c2")
+		p.Inputs.Config = "c2"
+	})
+	run(t, w, 4*time.Hour)
+	if got := onPayloads(p)[latestHash(p)]; got != 3 {
+		t.Errorf("%d of 3 machines on c2 applied again, want all (phase %s)\n%s", got, p.Phase(), w.Trace())
+	}
+}
+
+// Defect 3: a drain outside any rollout (a scale-down) is reported but
+// never halts or pauses the pool, with drain.onTimeout Halt.
+func TestScenarioADrainOutsideARolloutNeverHaltsThePool(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: drainPolicy(nodepoolv1.DrainHalt, 10*time.Minute)})
+	w.After(time.Minute, "a PodDisruptionBudget allows no eviction; owner scales to 2", func(*World) {
+		p.DrainBlocked = true
+		p.Obj.Spec.Replicas = ptrInt(2)
+	})
+	var during *rollout.Plan
+	w.After(time.Hour, "look", func(*World) { during = p.LastPlan() })
+	w.After(2*time.Hour, "the budget allows evictions again; owner scales to 4", func(*World) {
+		p.UnblockDrains()
+		p.Obj.Spec.Replicas = ptrInt(4)
+	})
+	run(t, w, 3*time.Hour)
+	if during == nil || during.MachineDeployment == nil || during.MachineDeployment.Paused {
+		t.Errorf("the MachineDeployment is paused by a scale-down's drain\n%s", w.Trace())
+	}
+	if d := during.Decision.Drain; d != nil && d.Halt != nil {
+		t.Errorf("a scale-down's drain halts the pool: %+v\n%s", d.Halt, w.Trace())
+	}
+	if v := p.Annotation(nodepoolv1.AnnotationDrainHalted); v != "" {
+		t.Errorf("a drain halt is recorded for no rollout: %s", v)
+	}
+	if n := len(p.Machines); n != 4 {
+		t.Errorf("%d machines after the scale-up to 4\n%s", n, w.Trace())
+	}
+	if !strings.Contains(w.Trace(), "DrainBlocked") && len(eventsOf(p, nodepoolv1.EventDrainBlocked)) == 0 {
+		t.Errorf("the blocked drain is not said\n%s", w.Trace())
+	}
+}
+
+// Seed 77: a scale-up during a canary puts no machine beyond the canary
+// on the untested payload.
+func TestScenarioAScaleUpDuringACanaryBootsTheTestedPayload(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 1, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+	}})
+	w.After(time.Minute, "owner edits the config to c2", func(*World) { p.Inputs.Config = "c2" })
+	w.After(10*time.Minute, "owner scales to 4", func(*World) { p.Obj.Spec.Replicas = ptrInt(4) })
+	run(t, w, 3*time.Hour) // NoMoreThanCanaryOnAnUntestedPayload
+	if got := onPayloads(p)[latestHash(p)]; got != 4 {
+		t.Errorf("%d of 4 machines on c2 once its canary passed\n%s", got, w.Trace())
+	}
+}
