@@ -197,6 +197,14 @@ func Analyse(t testing.TB, qs []Query) []Answer {
 // _bucket, _sum and _count) with the label names its series carry.
 type Exported map[string]map[string]bool
 
+// TargetLabels are the labels Prometheus gives every series it scrapes
+// (the target's), which a scrape does not show.
+var TargetLabels = []string{"job", "instance"}
+
+// PrometheusSeries are the series Prometheus makes itself for each target
+// it scrapes, with TargetLabels only.
+var PrometheusSeries = []string{"up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling", "scrape_series_added"}
+
 // ParseScrape reads a /metrics body (Prometheus text format) into e.
 func (e Exported) ParseScrape(r io.Reader) error {
 	p := expfmt.NewTextParser(model.UTF8Validation)
@@ -242,13 +250,21 @@ func (e Exported) Unexported(as []Answer) []string {
 	var out []string
 	for _, a := range as {
 		for _, s := range a.Series {
+			if slices.Contains(PrometheusSeries, s.Metric) {
+				for _, l := range s.Labels {
+					if !slices.Contains(TargetLabels, l) {
+						out = append(out, fmt.Sprintf("%s: %s has no label %q (Prometheus gives it %v)", a.Source, s.Metric, l, TargetLabels))
+					}
+				}
+				continue
+			}
 			labels, ok := e[s.Metric]
 			if !ok {
 				out = append(out, fmt.Sprintf("%s: %s is not exported", a.Source, s.Metric))
 				continue
 			}
 			for _, l := range s.Labels {
-				if !labels[l] {
+				if !labels[l] && !slices.Contains(TargetLabels, l) {
 					have := make([]string, 0, len(labels))
 					for k := range labels {
 						have = append(have, k)

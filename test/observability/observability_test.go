@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,25 +163,39 @@ func TestEveryAlertHasARunbookEntry(t *testing.T) {
 	}
 }
 
-// documentedMetric is a metric of the table of docs/reference.md#metrics.
-var documentedMetric = regexp.MustCompile("(?m)^\\| `(nodepool_[a-z_]+)`")
+// documentedMetric is a metric of the table of docs/reference.md#metrics
+// (documentedMetrics reads that section only).
+var documentedMetric = regexp.MustCompile("(?m)^\\| `([a-z_]+)`")
+
+// documentedMetrics are the metrics of the table of docs/reference.md#metrics.
+func documentedMetrics(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	ref, err := os.ReadFile(filepath.Join(root, "docs/reference.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(ref), "\n## Metrics\n")
+	if !ok {
+		t.Fatal("docs/reference.md has no section ## Metrics")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]bool{}
+	for _, m := range documentedMetric.FindAllStringSubmatch(section, -1) {
+		documented[m[1]] = true
+	}
+	return documented
+}
 
 // Every expression of the alerts and the dashboard parses, and names
-// metrics docs/reference.md lists (test/install checks them against a real
-// scrape). The dashboard's panels query the variable $datasource.
+// metrics docs/reference.md lists, or Prometheus's own series of a target
+// (up) (test/install checks them against a real scrape). The dashboard's
+// panels query the variable $datasource.
 func TestEveryQueryParsesAndNamesADocumentedMetric(t *testing.T) {
 	root, err := k8sbin.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := os.ReadFile(filepath.Join(root, "docs/reference.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for _, m := range documentedMetric.FindAllStringSubmatch(string(ref), -1) {
-		documented[m[1]] = true
-	}
+	documented := documentedMetrics(t, root)
 	qs, err := Queries()
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +209,9 @@ func TestEveryQueryParsesAndNamesADocumentedMetric(t *testing.T) {
 			t.Errorf("%s: %s reads no series", a.Source, a.Expr)
 		}
 		for _, s := range a.Series {
+			if slices.Contains(PrometheusSeries, s.Metric) {
+				continue // Prometheus's own, of each target
+			}
 			base := s.Metric
 			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 				if b, ok := strings.CutSuffix(base, suffix); ok && documented[b] {
@@ -234,14 +253,7 @@ func TestEveryMetricIsInTheReferenceTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := os.ReadFile(filepath.Join(root, "docs/reference.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for _, m := range documentedMetric.FindAllStringSubmatch(string(ref), -1) {
-		documented[m[1]] = true
-	}
+	documented := documentedMetrics(t, root)
 	defined := map[string]string{}
 	for _, dir := range []string{"internal", "cmd"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
@@ -280,10 +292,13 @@ func TestAnUnexportedMetricOrLabelIsCaught(t *testing.T) {
 		{Source: "no such label", Expr: `max by (shard) (nodepool_reconcile_errors_total)`},
 		{Source: "histogram", Expr: `histogram_quantile(0.9, sum by (le) (rate(nodepool_rollout_duration_seconds_bucket[5m])))`},
 		{Source: "bad", Expr: `sum by (pool (x)`},
+		{Source: "target labels", Expr: `max by (job, instance) (nodepool_reconcile_errors_total) or max by (job) (up{job=~".*nodepool.*"}) == 0`},
+		{Source: "no such label of up", Expr: `max by (pool) (up)`},
 	})
 	if as[4].Error == "" {
 		t.Errorf("%q parsed", as[4].Expr)
 	}
+	as = append(as[:4], as[5:]...)
 	e := Exported{}
 	scrape := `# TYPE nodepool_reconcile_errors_total counter
 nodepool_reconcile_errors_total{namespace="a",pool="p",stage="apply"} 1
@@ -295,13 +310,14 @@ nodepool_rollout_duration_seconds_count{initiator="spec"} 1
 	if err := e.ParseScrape(strings.NewReader(scrape)); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(e.Unexported(as[:4]), "\n")
-	for _, want := range []string{"no such metric: nodepool_no_such_metric is not exported", `no such label: nodepool_reconcile_errors_total has no label "shard"`} {
+	got := strings.Join(e.Unexported(as), "\n")
+	for _, want := range []string{"no such metric: nodepool_no_such_metric is not exported", `no such label: nodepool_reconcile_errors_total has no label "shard"`,
+		`no such label of up: up has no label "pool"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("not caught: %s; got:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "good:") || strings.Contains(got, "histogram:") {
+	if strings.Contains(got, "good:") || strings.Contains(got, "histogram:") || strings.Contains(got, "target labels:") {
 		t.Errorf("exported series reported:\n%s", got)
 	}
 }
@@ -325,5 +341,112 @@ func TestTheMakefileBuildsThePinnedPromtool(t *testing.T) {
 	inMod := regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/prometheus/prometheus (v\S+)`).FindSubmatch(mod)
 	if inMake == nil || inMod == nil || string(inMake[1]) != string(inMod[1]) {
 		t.Errorf("the Makefile's PROMETHEUS_VERSION %q is not the version hack/tools/promtool/go.mod requires %q", inMake, inMod)
+	}
+}
+
+// ksmConfig is the part of kube-state-metrics' custom resource state
+// config (k8s.io/kube-state-metrics/v2/pkg/customresourcestate) that
+// names the metrics and their labels.
+type ksmConfig struct {
+	Kind string `json:"kind"`
+	Spec struct {
+		Resources []struct {
+			MetricNamePrefix *string             `json:"metricNamePrefix"`
+			LabelsFromPath   map[string][]string `json:"labelsFromPath"`
+			Metrics          []struct {
+				Name           string              `json:"name"`
+				LabelsFromPath map[string][]string `json:"labelsFromPath"`
+				Each           struct {
+					Type     string           `json:"type"`
+					Gauge    *ksmMetricLabels `json:"gauge"`
+					Info     *ksmMetricLabels `json:"info"`
+					StateSet *struct {
+						ksmMetricLabels `json:",inline"`
+						LabelName       string `json:"labelName"`
+					} `json:"stateSet"`
+				} `json:"each"`
+			} `json:"metrics"`
+		} `json:"resources"`
+	} `json:"spec"`
+}
+
+type ksmMetricLabels struct {
+	LabelsFromPath map[string][]string `json:"labelsFromPath"`
+}
+
+// ksmCommentMetric is a metric the config's comment names:
+// "#   name{label, label}".
+var ksmCommentMetric = regexp.MustCompile(`(?m)^#\s+(kube_[a-z_]+)(?:\{([a-z_, ]+)\})?$`)
+
+// The kube-state-metrics config makes the metrics its comment says, with
+// the labels it says: kube-state-metrics names each metric
+// <metricNamePrefix>_<name>, the prefix kube_customresource when unset
+// (customresourcestate.Resource.GetMetricNamePrefix and fullName).
+func TestTheKubeStateMetricsConfigMakesTheMetricsItsCommentNames(t *testing.T) {
+	root, err := k8sbin.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "config/kube-state-metrics/nodepool-custom-resource-state.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c ksmConfig
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Kind != "CustomResourceStateMetrics" || len(c.Spec.Resources) != 1 {
+		t.Fatalf("kind %q with %d resources", c.Kind, len(c.Spec.Resources))
+	}
+	made := map[string][]string{}
+	r := c.Spec.Resources[0]
+	prefix := "kube_customresource"
+	if r.MetricNamePrefix != nil {
+		prefix = *r.MetricNamePrefix
+	}
+	for _, m := range r.Metrics {
+		name := m.Name
+		if prefix != "" {
+			name = prefix + "_" + m.Name
+		}
+		var labels []string
+		add := func(l *ksmMetricLabels) {
+			if l == nil {
+				return
+			}
+			for k := range l.LabelsFromPath {
+				labels = append(labels, k)
+			}
+		}
+		for k := range m.LabelsFromPath {
+			labels = append(labels, k)
+		}
+		add(m.Each.Gauge)
+		add(m.Each.Info)
+		if s := m.Each.StateSet; s != nil {
+			add(&s.ksmMetricLabels)
+			labels = append(labels, s.LabelName)
+		}
+		slices.Sort(labels)
+		made[name] = labels
+	}
+	said := map[string][]string{}
+	for _, m := range ksmCommentMetric.FindAllSubmatch(b, -1) {
+		var labels []string
+		for _, l := range strings.Split(string(m[2]), ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				labels = append(labels, l)
+			}
+		}
+		slices.Sort(labels)
+		said[string(m[1])] = labels
+	}
+	if !reflect.DeepEqual(made, said) {
+		t.Errorf("the config makes\n  %v\nits comment says\n  %v", made, said)
+	}
+	for name := range made {
+		if !strings.HasPrefix(name, "kube_customresource_nodepool_") {
+			t.Errorf("%s is not a kube_customresource_nodepool_ metric", name)
+		}
 	}
 }
