@@ -143,9 +143,13 @@ const (
 	// resume`) resumes the rollout.
 	AnnotationHalted = "nodepool.dev/halted"
 	// AnnotationForcedFrom records, when a forced rollout starts,
-	// "<rollout hash>/<payload hash>": the payload the rollout's token
-	// served before the force, which a halted forced rollout returns new
-	// machines to (its payload Secret is kept meanwhile).
+	// "<rollout hash>/<payload hash>/<forced payload hash>": the payload
+	// the rollout's token served before the force, which a halted forced
+	// rollout returns new machines to (its payload Secret is kept
+	// meanwhile), and the payload the forced rollout boots, which a
+	// resumed one goes on with (whatever the platform changed since).
+	// Written by an older nodepool without the third part, a resume goes
+	// on with the latest payload.
 	AnnotationForcedFrom = "nodepool.dev/forced-from"
 	// AnnotationApplyPending on a NodePool asks the controller, on the
 	// platform's behalf, to apply pending management drift: its value is an

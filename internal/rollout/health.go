@@ -122,8 +122,12 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			}
 			continue // final: a failed machine stays unavailable
 		}
+		// A machine whose gate has not passed stays on trial, unless a
+		// forced rollout replaces it: it belongs to a rollout that ended
+		// (superseded), and the forced rollout's trial is only its own
+		// machines, so its canary is one of them.
 		onTrial := onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
-			(m.Gate != nil && !m.Gate.Status) || forcedTrial(in.MachineDeployment, m))
+			(m.Gate != nil && !m.Gate.Status && !forcedInProgress(md)) || forcedTrial(md, m))
 		if running == nil && m.Gate == nil {
 			onTrial = false // a new pool's first machines: nothing to compare with
 		}

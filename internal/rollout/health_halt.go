@@ -57,11 +57,23 @@ func newHalt(in Input, target *UserData, machine string) halt {
 // rollout of target's rollout started (AnnotationForcedFrom), "" when none
 // is recorded for it.
 func forcedFrom(in Input, target *UserData) string {
-	r, pl, ok := strings.Cut(annotation(in.Pool, nodepoolv1.AnnotationForcedFrom), "/")
-	if !ok || target == nil || r != target.RolloutHash {
-		return ""
+	from, _ := forcedPayloads(in, target)
+	return from
+}
+
+// forcedPayloads are, for the forced rollout of target's rollout on
+// record (AnnotationForcedFrom), the payload its token served before and
+// the one the forced rollout boots ("" when not recorded: an older
+// nodepool wrote only the first).
+func forcedPayloads(in Input, target *UserData) (from, to string) {
+	parts := strings.SplitN(annotation(in.Pool, nodepoolv1.AnnotationForcedFrom), "/", 3)
+	if len(parts) < 2 || target == nil || parts[0] != target.RolloutHash {
+		return "", ""
 	}
-	return pl
+	if len(parts) == 3 {
+		to = parts[2]
+	}
+	return parts[1], to
 }
 
 // lastHealthy is the payload the machines ran before the rollout of
@@ -90,8 +102,11 @@ func lastHealthy(in Input, target, running *UserData) string {
 
 // resumedPayload is, for a rollout in progress whose token a halt pointed
 // back at the last healthy payload and that a person resumed, the payload
-// the rollout goes on with: its own (the owner change's), or the latest
-// (a forced rollout's). "" when the token serves anything else.
+// the rollout goes on with: its own (the owner change's, or the forced
+// rollout's on record; the latest when an older nodepool did not record
+// it). "" when the token serves anything else, or serves that already (a
+// forced rollout of what the token served before: nothing was pointed
+// back).
 func resumedPayload(in Input, target, running *UserData, current string) string {
 	if current == "" || current != lastHealthy(in, target, running) {
 		return ""
@@ -105,6 +120,12 @@ func resumedPayload(in Input, target, running *UserData, current string) string 
 	md := in.MachineDeployment
 	if in.Latest == nil || md == nil || md.RolloutAfter == nil || md.MachinesBeforeRolloutAfter == 0 {
 		return ""
+	}
+	if _, to := forcedPayloads(in, target); to != "" {
+		if _, stored := in.Payloads[to]; to == current || !stored {
+			return ""
+		}
+		return to
 	}
 	return in.Latest.Hash
 }

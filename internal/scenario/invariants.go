@@ -1,11 +1,14 @@
 package scenario
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
@@ -15,9 +18,13 @@ import (
 type tracker struct {
 	created, deleted []*Machine
 	started          []Record
-	// passed are the payloads whose canary passed (or that every machine
+	// passed are the tested configurations (testedConfig) whose canary
+	// passed (or that every machine
 	// of a settled pool ran).
 	passed map[string]bool
+	// tested memoizes testedConfig by payload hash (a payload Secret may
+	// be cleaned up while machines still run it).
+	tested map[string]string
 	// halt is the rollout hash a halt held, "" when none; haltPayload the
 	// payload that failed.
 	halt, haltPayload string
@@ -30,7 +37,7 @@ type tracker struct {
 }
 
 func (t *tracker) init() {
-	t.passed, t.driftSince = map[string]bool{}, map[string]time.Time{}
+	t.passed, t.driftSince, t.tested = map[string]bool{}, map[string]time.Time{}, map[string]string{}
 }
 
 // Check is an invariant: nil when it holds after a pool's reconcile.
@@ -98,7 +105,7 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 		}
 		for pl, n := range soaked {
 			if n >= s.Canary {
-				t.passed[pl] = true
+				t.passed[p.testedConfig(pl)] = true
 			}
 		}
 		if h.Phase == rollout.HealthHalted && t.halt == "" && in.Latest != nil {
@@ -115,7 +122,7 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 	}
 	if plan.Settled {
 		for _, m := range p.Machines {
-			t.passed[m.Payload] = true
+			t.passed[p.testedConfig(m.Payload)] = true
 		}
 	}
 	// The true drift since: per management component, since when what
@@ -242,15 +249,16 @@ func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
 		return nil
 	}
 	s := poolmath.Health(h, c.Plan.Decision.Replicas)
-	count := map[string]int32{}
+	count, named := map[string]int32{}, map[string]string{}
 	for _, m := range p.Machines {
-		if !m.Created.Before(trial.Started) && m.Payload != "" && !p.track.passed[m.Payload] {
-			count[m.Payload]++
+		if k := p.testedConfig(m.Payload); !m.Created.Before(trial.Started) && m.Payload != "" && !p.track.passed[k] {
+			count[k]++
+			named[k] = m.Payload
 		}
 	}
-	for _, pl := range sortedKeys(count) {
-		if count[pl] > s.Canary {
-			return fmt.Errorf("%d machines on payload %s, whose canary (%d) has not passed", count[pl], Short(pl), s.Canary)
+	for _, k := range sortedKeys(count) {
+		if count[k] > s.Canary {
+			return fmt.Errorf("%d machines on payload %s (or it with other credentials), whose canary (%d) has not passed", count[k], Short(named[k]), s.Canary)
 		}
 	}
 	return nil
@@ -392,4 +400,32 @@ func TheDecisionSaysWhatHappens(c *Context) error {
 		return fmt.Errorf("the plan is settled while the decision says a rollout is in progress")
 	}
 	return nil
+}
+
+// testedConfig is what a canary tests of a payload: every component but
+// the fresh ones (pull secret and trust bundle content, the payload
+// server's address and CA). Fresh components are always current by
+// design (a stale credential can stop a machine from booting), so a
+// credential rotation during a canary boots the configuration the canary
+// runs with a new credential; a change of any other component (a
+// renderer bump, proxy defaults, the owner's) is a configuration no
+// canary ran. The payload hash itself when the payload is unknown.
+func (p *Pool) testedConfig(hash string) string {
+	if k, ok := p.track.tested[hash]; ok {
+		return k
+	}
+	pl, ok := p.Payloads[hash]
+	if !ok {
+		return hash
+	}
+	h := sha256.New()
+	for _, c := range inputs.Components() {
+		if c.IsFresh() {
+			continue
+		}
+		fmt.Fprintf(h, "%s\x00%s\x00", c.Name(), pl.Fragments[c])
+	}
+	k := hex.EncodeToString(h.Sum(nil))
+	p.track.tested[hash] = k
+	return k
 }
