@@ -25,13 +25,14 @@ func Decide(in Input) Plan {
 
 	d, o, pending := decide(in, running)
 	ownerEvents(in, o, d.Pause, &p)
+	tin := latestForTarget(in, d.Target) // tokens.go
 	if d.Target != nil {
 		target := *d.Target
 		if d.Action == ActionForce {
-			target.PayloadHash = in.Latest.Hash
+			target.PayloadHash = tin.Latest.Hash
 		}
 		tokenName := secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)
-		d.TokenPayload = tokenPointer(in, &target, running, o.started, d.Action == ActionForce, &p)
+		d.TokenPayload = tokenPointer(tin, &target, running, o.started, d.Action == ActionForce, &p)
 		if d.Health != nil && d.Health.LastHealthy != "" {
 			d.TokenPayload = d.Health.LastHealthy // a halted rollout: health_halt.go
 		}
@@ -43,7 +44,7 @@ func Decide(in Input) Plan {
 	planOlderTokens(in, d.Target, stored, &p)
 	repointMissingPayloads(in, &p)
 	planDrift(in, pending, &p)
-	planForce(in, d, &p)
+	planForce(tin, d, &p)
 	if o.started && !recreated(in, d.Target) {
 		p.Record = ownerRecord(in, currentTarget(in), d.Target)
 	}

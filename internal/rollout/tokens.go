@@ -72,6 +72,29 @@ func tokenPointer(in Input, target, running *UserData, started, forced bool, p *
 	return composed.Hash
 }
 
+// latestForTarget is the input as the target's token reads it: when the
+// pool's inputs render another rollout than the target (an owner change
+// held by a pause or a maintenance window, a rollout rolled back), the
+// latest payload for the target is its own rollout components with the
+// current platform (payload.ComposeRollout). A forced rollout, the
+// NewNodes and Rollout policies and a resumed rollout then apply the
+// platform's drift, never an owner change that has not started.
+func latestForTarget(in Input, target *UserData) Input {
+	if target == nil || in.Latest == nil || in.RenderErr != nil || target.RolloutHash == in.Hashes.Rollout {
+		return in
+	}
+	base, ok := in.Payloads[target.PayloadHash]
+	if !ok {
+		return in
+	}
+	composed, err := payload.ComposeRollout(base, in.Latest)
+	if err != nil {
+		return in
+	}
+	in.Latest = composed
+	return in
+}
+
 func orDefault(v, def string) string {
 	if v == "" {
 		return def
