@@ -86,16 +86,6 @@ func lastHealthy(in Input, target, running *UserData) string {
 		return ""
 	}
 	hash := ""
-	if ip := in.InPlace; ip != nil {
-		// An InPlace pool's nodes fetch their update with the running
-		// user-data's token, so that token serves the failed payload:
-		// what the nodes not yet updated run is the last healthy one.
-		hash = inPlaceLastHealthy(ip, target)
-		if _, ok := in.Payloads[hash]; ok {
-			return hash
-		}
-		hash = ""
-	}
 	if running != nil && running.Name != target.Name {
 		hash = running.PayloadHash
 		if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, running.RolloutHash)]; ok && t.PayloadHash != "" {
@@ -160,21 +150,4 @@ func haltedHealth(in Input, h *HealthState, held *halt, target, running *UserDat
 		h.Reason = nodepoolv1.ReasonRolloutHalted
 	}
 	h.LastHealthy = lastHealthy(in, target, running)
-}
-
-// inPlaceLastHealthy is the payload most of an InPlace pool's nodes not
-// on target run (the oldest such node's on a tie), "" when every node is.
-func inPlaceLastHealthy(ip *InPlace, target *UserData) string {
-	count := map[string]int{}
-	best := ""
-	for _, m := range ip.Machines {
-		if m.DataSecretName == target.Name && m.Version == target.Version || m.Current == "" {
-			continue
-		}
-		count[m.Current]++
-		if best == "" || count[m.Current] > count[best] {
-			best = m.Current
-		}
-	}
-	return best
 }

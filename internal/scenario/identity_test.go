@@ -174,3 +174,65 @@ func TestScenarioAScaleUpDuringACanaryBootsTheTestedPayload(t *testing.T) {
 		t.Errorf("%d of 4 machines on c2 once its canary passed\n%s", got, w.Trace())
 	}
 }
+
+// gatedNightly is a nightly window (02:00-04:00 Europe/Berlin) that holds
+// the owner's changes too.
+func gatedNightly(np *nodepoolv1.NodePool) {
+	nightly(np)
+	np.Spec.Management.Maintenance.Gate = []nodepoolv1.GatedRollout{nodepoolv1.GatedRolloutOwner}
+}
+
+// Seed 103: an owner change held by a maintenance window never reaches
+// the machines made meanwhile, whatever the managementUpdates policy
+// (NewNodes and Rollout serve the latest platform, not the owner's next
+// configuration).
+func TestScenarioAHeldOwnerChangeNeverReachesNewMachines(t *testing.T) {
+	for _, policy := range []nodepoolv1.ManagementUpdatePolicy{nodepoolv1.ManagementUpdatesNewNodes, nodepoolv1.ManagementUpdatesRollout} {
+		t.Run(string(policy), func(t *testing.T) {
+			w := New(t0)
+			p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+				gatedNightly(np)
+				np.Spec.Management.ManagementUpdates = policy
+			}})
+			w.After(time.Minute, "owner edits the config to c2 (held until the window)", func(*World) { p.Inputs.Config = "c2" })
+			w.After(time.Hour, "owner scales to 4", func(*World) { p.Obj.Spec.Replicas = ptrInt(4) })
+			run(t, w, 3*time.Hour)
+			if on := bootedConfig(p, "c2"); len(on) > 0 {
+				t.Errorf("machines %v boot the owner's held change c2 before its window\n%s", on, w.Trace())
+			}
+			if n := len(p.Machines); n != 4 {
+				t.Errorf("%d machines after the scale-up to 4\n%s", n, w.Trace())
+			}
+		})
+	}
+}
+
+// Seed 24 (defect 5): a halted InPlace pool's repaired machine boots the
+// last healthy payload, never the one that failed, with NewNodes and an
+// owner change that waited for its window.
+func TestScenarioAHaltedInPlacePoolsRepairedMachineBootsTheLastHealthyPayload(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+		inPlace(np)
+		gatedNightly(np)
+		np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesNewNodes
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+		np.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
+	}})
+	old := latestHash(p)
+	badConfig(w, "c2", 5*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 5m; held until the window)", func(*World) { p.Inputs.Config = "c2" })
+	run(t, w, 24*time.Hour) // AHaltedPoolBootsTheLastHealthyPayload
+	if p.Phase() != rollout.HealthHalted {
+		t.Fatalf("phase %q, want Halted\n%s", p.Phase(), w.Trace())
+	}
+	if !strings.Contains(w.Trace(), "(repair)") {
+		t.Fatalf("the failed node was not repaired\n%s", w.Trace())
+	}
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v boot the payload that failed (c2) after the repair\n%s", on, w.Trace())
+	}
+	if got := onPayloads(p)[old]; got != 2 {
+		t.Errorf("%d of 2 machines on the last healthy payload after the repair, want 2\n%s", got, w.Trace())
+	}
+}
