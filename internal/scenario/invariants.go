@@ -77,6 +77,7 @@ func (w *World) check(p *Pool, in rollout.Input, plan rollout.Plan) []error {
 		p.track.created, p.track.deleted, p.track.started = nil, nil, nil
 		return nil
 	}
+	p.trackDrift(in) // as the machines stand after this reconcile
 	c := &Context{W: w, P: p, In: in, Plan: plan, Created: p.track.created, Deleted: p.track.deleted, Started: p.track.started}
 	p.track.created, p.track.deleted, p.track.started = nil, nil, nil
 	var errs []error
@@ -123,28 +124,6 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 	if plan.Settled {
 		for _, m := range p.Machines {
 			t.passed[p.testedConfig(m.Payload)] = true
-		}
-	}
-	// The true drift since: per management component, since when what
-	// the nodes run (the pool's current payload) differs from the latest.
-	running := p.Payloads[p.Annotation(nodepoolv1.AnnotationCurrentPayload)]
-	if running != nil && in.Latest != nil {
-		seen := map[string]bool{}
-		for c, f := range in.Latest.Fragments {
-			if c.IsRollout() {
-				continue
-			}
-			if string(running.Fragments[c]) != string(f) {
-				seen[c.Name()] = true
-				if _, ok := t.driftSince[c.Name()]; !ok {
-					t.driftSince[c.Name()] = p.w.Now
-				}
-			}
-		}
-		for k := range t.driftSince {
-			if !seen[k] {
-				delete(t.driftSince, k)
-			}
 		}
 	}
 }
@@ -428,4 +407,31 @@ func (p *Pool) testedConfig(hash string) string {
 	k := hex.EncodeToString(h.Sum(nil))
 	p.track.tested[hash] = k
 	return k
+}
+
+// trackDrift updates the true drift since: per management component,
+// since when what the nodes run (the pool's current payload, as this
+// reconcile left it) differs from the latest.
+func (p *Pool) trackDrift(in rollout.Input) {
+	t := &p.track
+	running := p.Payloads[p.Annotation(nodepoolv1.AnnotationCurrentPayload)]
+	if running != nil && in.Latest != nil {
+		seen := map[string]bool{}
+		for c, f := range in.Latest.Fragments {
+			if c.IsRollout() {
+				continue
+			}
+			if string(running.Fragments[c]) != string(f) {
+				seen[c.Name()] = true
+				if _, ok := t.driftSince[c.Name()]; !ok {
+					t.driftSince[c.Name()] = p.w.Now
+				}
+			}
+		}
+		for k := range t.driftSince {
+			if !seen[k] {
+				delete(t.driftSince, k)
+			}
+		}
+	}
 }
