@@ -395,23 +395,30 @@ func holdSurge(in Input, h *HealthState, p *Plan) {
 }
 
 // holdScaleUp makes a scale-up wait for the canary: while a Replace
-// rolling update's canary is on trial, Cluster API would make every
-// machine added on the new MachineSet, on a payload no canary has passed.
-// The MachineDeployment keeps its replicas (a scale-down goes ahead) until
-// the canary passes, or fails (a halted rollout's token serves the last
-// healthy payload, so the pool then grows on that). An autoscaled pool's
-// count is the autoscaler's and is not held.
-// It returns what it says on RolloutHealthy ("" when nothing waits).
+// rolling update's canary is on trial (maxSurge the canary, maxUnavailable
+// 0: holdSurge), Cluster API adds on the new MachineSet as many machines
+// as the MachineDeployment's replicas plus the surge exceed the old
+// machines: a scale-up, or machines an earlier round took down, would
+// all boot a payload no canary has passed. So the MachineDeployment holds
+// the old machines' count (a scale-down goes ahead) until the canary
+// passes, or fails (a halted rollout's token serves the last healthy
+// payload, so the pool then grows on that). An autoscaled pool's count is
+// the autoscaler's and is not held. It returns what it says on
+// RolloutHealthy ("" when nothing waits).
 func holdScaleUp(in Input, d Decision, p *Plan) string {
 	h, md := d.Health, in.MachineDeployment
 	if h == nil || h.Phase != HealthCanary || p.MachineDeployment == nil || in.InPlace != nil ||
 		in.Pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace || in.Pool.Spec.Management.Replace.Strategy == nodepoolv1.ReplaceStrategyOnDelete ||
-		md == nil || md.SpecReplicas == nil || d.AutoScaling != nil || *md.SpecReplicas >= d.Replicas {
+		md == nil || d.AutoScaling != nil {
 		return ""
 	}
-	held := *md.SpecReplicas
-	p.MachineDeployment.Replicas = &held
-	return fmt.Sprintf("the scale-up from %d to %d machines waits for the canary, so no new machine boots a payload no canary has passed", held, d.Replicas)
+	old := int32(len(md.MachinesCreated)) - md.UpToDateReplicas
+	if old <= 0 || old >= d.Replicas {
+		return ""
+	}
+	p.MachineDeployment.Replicas = &old
+	return fmt.Sprintf("%d of %d machines wait for the canary (the MachineDeployment keeps %d until it passes), so no new machine boots a payload no canary has passed",
+		d.Replicas-old, d.Replicas, old)
 }
 
 // healthRollback switches the decision's target to what the machines ran

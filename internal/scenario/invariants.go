@@ -270,7 +270,10 @@ func NoMoreThanMaxUnavailable(c *Context) error {
 	_, unavailable := fenceposts(md.MaxSurge, md.MaxUnavailable, md.Replicas)
 	if n := int32(len(p.Machines)); n < md.Replicas-unavailable {
 		for _, m := range c.Deleted {
-			if m.Cause == CauseRollout {
+			// A machine whose drain started at an earlier step left the
+			// available ones then (under the limits of that time); its
+			// deletion now takes nothing more down.
+			if m.Cause == CauseRollout && (m.DrainSince.IsZero() || !m.DrainSince.Before(p.w.Now)) {
 				return fmt.Errorf("%d machines left of %d with maxUnavailable %d after a rollout deleted %s", n, md.Replicas, unavailable, m.Name)
 			}
 		}
