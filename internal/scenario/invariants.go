@@ -109,15 +109,21 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 				t.passed[p.testedConfig(pl)] = true
 			}
 		}
-		if h.Phase == rollout.HealthHalted && t.halt == "" && in.Latest != nil {
-			t.halt, t.resumed = in.Hashes.Rollout, false
+		// A halt is of the rollout the pool targets (an owner change held
+		// by a window or a pause is not it: it has not started).
+		target := ""
+		if plan.Decision.Target != nil {
+			target = plan.Decision.Target.RolloutHash
+		}
+		if h.Phase == rollout.HealthHalted && t.halt == "" && target != "" {
+			t.halt, t.resumed = target, false
 			for _, m := range p.Machines {
 				if m.Name == h.Machine {
 					t.haltPayload = m.Payload
 				}
 			}
 		}
-		if t.halt != "" && in.Latest != nil && in.Hashes.Rollout != t.halt {
+		if t.halt != "" && target != "" && target != t.halt {
 			t.halt, t.haltPayload = "", ""
 		}
 	}
@@ -285,7 +291,7 @@ func NoMoreThanMaxUnavailable(c *Context) error {
 // the owner changes the pool or a person resumes it.
 func AHaltHolds(c *Context) error {
 	t := &c.P.track
-	if t.halt == "" || t.resumed || c.In.Latest == nil || c.In.Hashes.Rollout != t.halt {
+	if t.halt == "" || t.resumed || c.Plan.Decision.Target == nil || c.Plan.Decision.Target.RolloutHash != t.halt {
 		return nil
 	}
 	h := c.Plan.Decision.Health
