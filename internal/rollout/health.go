@@ -100,6 +100,16 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 	// A forced rollout after a rollback is a rollout of its own (of the
 	// rolled-back revision with the latest platform): on trial like any.
 	rolledBack := rollbackHolds(in) && !forcing
+	// The time the forced rollout replaces machines made before: the one
+	// starting now, or the MachineDeployment's.
+	var forcedAt *time.Time
+	switch {
+	case d.Action == ActionForce && d.Forced != nil:
+		at := d.Forced.At
+		forcedAt = &at
+	case forcing:
+		forcedAt = md.RolloutAfter
+	}
 	held := haltHolds(in, target) // health_halt.go
 	if held != nil {
 		h.Machine = held.machine
@@ -125,9 +135,16 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		// A machine whose gate has not passed stays on trial, unless a
 		// forced rollout replaces it: it belongs to a rollout that ended
 		// (superseded), and the forced rollout's trial is only its own
-		// machines, so its canary is one of them.
-		onTrial := onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
-			(m.Gate != nil && !m.Gate.Status && !forcedInProgress(md)) || forcedTrial(md, m))
+		// machines (made since its time), so its canary is one of them,
+		// even when it supersedes an owner's rollout whose machines
+		// passed: the forced rollout boots another payload.
+		var onTrial bool
+		if forcing {
+			onTrial = onTarget(m) && !rolledBack && forcedAt != nil && !m.Created.Before(*forcedAt)
+		} else {
+			onTrial = onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
+				(m.Gate != nil && !m.Gate.Status) || forcedTrial(md, m))
+		}
 		if running == nil && m.Gate == nil {
 			onTrial = false // a new pool's first machines: nothing to compare with
 		}
