@@ -219,10 +219,9 @@ func (o *Options) forecast(ctx context.Context, files []string, fleetFile string
 		if err != nil {
 			return fmt.Errorf("NodePool %s/%s: %w", p.Namespace, p.Name, err)
 		}
+		// Its halt (scenario.HaltOf) and the requests it holds are read
+		// from the pool.
 		fp := scenario.ForecastPool{Pool: p, Machines: d.Plan.Decision.Replicas, Past: past, Change: scenario.ChangesOf(d.Plan.Pending)}
-		if rolloutUnhealthy(p) == nodepoolv1.ReasonRolloutHalted {
-			fp.Halted = "its health gate halted its rollout"
-		}
 		if d.In.RenderErr != nil {
 			notes = append(notes, fmt.Sprintf("%s/%s: its inputs do not render (%v): it is forecast on what it runs", p.Namespace, p.Name, d.In.RenderErr))
 		}

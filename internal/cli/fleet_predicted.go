@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -57,10 +55,9 @@ func (o *Options) runsLatest(ctx context.Context, c client.Client, now time.Time
 			r.RunsLatest = "unknown: its history cannot be read: " + err.Error()
 			continue
 		}
+		// The forecast reads the pool's halt and requests from the pool
+		// (scenario.HaltOf, its annotations).
 		fp := scenario.ForecastPool{Pool: p, Machines: r.Desired, Past: past, Change: scenario.ChangesOf(p.Status.PendingManagementChanges)}
-		if c := meta.FindStatusCondition(p.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonRolloutHalted {
-			fp.Halted = c.Message
-		}
 		at[r.Namespace+"/"+r.Pool] = i
 		in.Pools = append(in.Pools, fp)
 	}

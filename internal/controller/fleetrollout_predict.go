@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -156,10 +155,9 @@ func (r *FleetRolloutReconciler) predict(ctx context.Context, fr *nodepoolv1.Fle
 		if machines == 0 {
 			machines = poolmath.DesiredReplicas(&pool.Spec, &pool.Status.Replicas)
 		}
+		// The forecast reads the pool's halt (scenario.HaltOf, from
+		// status.rollout) and the requests it holds from the pool.
 		fp := scenario.ForecastPool{Pool: pool.DeepCopy(), Machines: machines, Past: past, Change: scenario.ChangesOf(pool.Status.PendingManagementChanges)}
-		if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Status == metav1.ConditionFalse && c.Reason == nodepoolv1.ReasonRolloutHalted {
-			fp.Halted = c.Message
-		}
 		in.Fleet.Pools = append(in.Fleet.Pools, ref)
 		in.Pools = append(in.Pools, fp)
 	}

@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -24,7 +25,10 @@ const DefaultForecastHorizon = 60 * 24 * time.Hour
 // ForecastPool is one pool as the cluster holds it, for a forecast.
 type ForecastPool struct {
 	// Pool is the NodePool as stored: spec (policies, windows, deadline,
-	// health gate, pause), labels, annotations and status.
+	// health gate, pause), labels, annotations (the requests of people and
+	// fleet rollouts: apply-pending, outside-windows, fleet-rollout) and
+	// status (where its rollout stands: a halt, a forced rollout that
+	// waits).
 	Pool *nodepoolv1.NodePool
 	// Machines is how many machines it runs (its desired count).
 	Machines int32
@@ -37,9 +41,117 @@ type ForecastPool struct {
 	// records them (listing.RecentRollouts): what its durations are
 	// predicted from.
 	Past []poolmath.PastRollout
-	// Halted is why the pool cannot roll without a person (its health
-	// gate halted its rollout), "" when it can.
-	Halted string
+}
+
+// HaltOf is why the pool's rollout cannot go on without a person, as the
+// controller published where it stands (status.rollout): halted (by its
+// health gate, a failed forced rollout or a drain under onTimeout Halt),
+// rolling back, or a forced rollout such a halt holds. "" when none of
+// them, or when no standing is published. A forecast reads it (fleet's
+// RUNS-LATEST, fleet forecast, a FleetRollout's predictedCompletion), not
+// the reason of a condition: every halt is the Halted phase.
+func HaltOf(p *nodepoolv1.NodePool) string {
+	s := p.Status.Rollout
+	if s == nil {
+		return ""
+	}
+	switch {
+	case s.Phase == nodepoolv1.RolloutPhaseHalted:
+		return orWords(s.Message, "its rollout is halted")
+	case s.Phase == nodepoolv1.RolloutPhaseRollingBack:
+		return "its health gate rolls it back" + colonThen(s.Message)
+	case s.Held != nil && s.Held.By == string(rollout.HeldByHealthGate):
+		return orWords(s.Held.Message, "a halted rollout holds its forced rollout")
+	}
+	return ""
+}
+
+func orWords(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+func colonThen(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// forcedWaits reports that the pool's standing has a forced rollout
+// (apply-pending, restart, a fleet rollout's, the Rollout policy's or the
+// drift deadline's) waiting or rolling.
+func forcedWaits(p *nodepoolv1.NodePool) bool {
+	s := p.Status.Rollout
+	if s == nil || !slices.Contains(s.Changing, "Forced") {
+		return false
+	}
+	return s.Phase == nodepoolv1.RolloutPhaseHeld || s.Phase == nodepoolv1.RolloutPhaseRolling
+}
+
+// requests are the forced rollouts people (and fleet rollouts) asked of
+// the pool that the model carries out from now: the apply-pending
+// annotation (with the fleet rollout that wrote it) and rolloutAfter, and
+// the outside-windows annotations of the one they name. A request to come
+// keeps its time. Of those past, the newest (the one the engine carries
+// out: an older one is done with it) is asked again at now while the
+// pool's standing says a forced rollout waits or rolls — the model's
+// machines, all made before now, are then older than it, as the pool's
+// are —; otherwise it was carried out, and the model leaves it out.
+func requests(p *nodepoolv1.NodePool, now time.Time) (annotations map[string]string, rolloutAfter *metav1.Time) {
+	var applyPending, restart time.Time
+	if v := p.Annotations[nodepoolv1.AnnotationApplyPending]; v != "" {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			applyPending = poolmath.RequestTime(t)
+		}
+	}
+	if ra := p.Spec.Management.RolloutAfter; ra != nil && !ra.IsZero() {
+		restart = poolmath.RequestTime(ra.Time)
+	}
+	var newestPast time.Time
+	for _, t := range []time.Time{applyPending, restart} {
+		if !t.IsZero() && !t.After(now) && t.After(newestPast) {
+			newestPast = t
+		}
+	}
+	waits := forcedWaits(p)
+	place := func(t time.Time) (time.Time, bool) {
+		switch {
+		case t.IsZero():
+			return t, false
+		case t.After(now):
+			return t, true
+		case waits && t.Equal(newestPast):
+			return now, true
+		}
+		return time.Time{}, false
+	}
+	annotations = map[string]string{}
+	outside := func(asked, at time.Time) {
+		v := p.Annotations[nodepoolv1.AnnotationOutsideWindowsAt]
+		t, err := time.Parse(time.RFC3339, v)
+		if v == "" || err != nil || !poolmath.RequestTime(t).Equal(asked) {
+			return
+		}
+		annotations[nodepoolv1.AnnotationOutsideWindowsAt] = at.Format(time.RFC3339)
+		if r := p.Annotations[nodepoolv1.AnnotationOutsideWindowsReason]; r != "" {
+			annotations[nodepoolv1.AnnotationOutsideWindowsReason] = r
+		}
+	}
+	if at, ok := place(restart); ok {
+		rolloutAfter = &metav1.Time{Time: at}
+		outside(restart, at)
+	}
+	if at, ok := place(applyPending); ok {
+		annotations[nodepoolv1.AnnotationApplyPending] = at.Format(time.RFC3339)
+		if f := p.Annotations[nodepoolv1.AnnotationFleetRollout]; f != "" {
+			annotations[nodepoolv1.AnnotationFleetRollout] = f
+		}
+		outside(applyPending, at)
+	}
+	return annotations, rolloutAfter
 }
 
 // ForecastChange is one platform component the change alters for a pool.
@@ -191,7 +303,8 @@ func settleLead(pools []ForecastPool, boot time.Duration) time.Duration {
 // spec, settled on its current payload, and at now the change is applied
 // (each changed component carried by a model component of its delivery,
 // with its drift's since), the pool's pause and maintenance settings
-// restored, its machines timed by its history's time per round
+// restored, the forced rollouts asked of it carried on (requests), a
+// halted pool held (HaltOf), its machines timed by its history's time per round
 // (poolmath.Predict; the declared settings when it is too short), and the
 // fleet rollout, if any, started. The world then runs to the horizon and
 // each pool's rollout of the latest payload is read from its history.
@@ -220,14 +333,11 @@ func RunForecast(in ForecastInput) Forecast {
 		spec := fp.Pool.Spec.DeepCopy()
 		replicas := fp.Machines
 		spec.Replicas, spec.AutoScaling = &replicas, nil
-		e := &forecastEntry{fp: fp, pause: spec.Management.PausedUntil, maint: spec.Management.Maintenance}
-		// Created and settled without its pause, windows and a forced
-		// rollout to come: they hold or start rollouts, not the pool's
-		// first machines, and apply from now. A rolloutAfter already past
-		// was carried out (or is under way, taken as done) in the cluster.
-		if ra := spec.Management.RolloutAfter; ra != nil && ra.After(now) {
-			e.rolloutAfter = ra.DeepCopy()
-		}
+		e := &forecastEntry{fp: fp, pause: spec.Management.PausedUntil, maint: spec.Management.Maintenance, halted: HaltOf(fp.Pool)}
+		// Created and settled without its pause, windows and the forced
+		// rollouts asked of it: they hold or start rollouts, not the
+		// pool's first machines, and apply from now (requests).
+		e.requests, e.rolloutAfter = requests(fp.Pool, now)
 		spec.Management.PausedUntil, spec.Management.Maintenance, spec.Management.RolloutAfter = "", nil, nil
 		labels := fp.Pool.Labels
 		e.p = w.AddPool(PoolSpec{Name: fp.Pool.Name, Namespace: fp.Pool.Namespace, Replicas: replicas, Version: spec.Release.Version,
@@ -253,7 +363,13 @@ func RunForecast(in ForecastInput) Forecast {
 			}
 			p.Obj.Spec.Management.PausedUntil, p.Obj.Spec.Management.Maintenance = e.pause, e.maint
 			p.Obj.Spec.Management.RolloutAfter = e.rolloutAfter
-			if e.fp.Halted != "" {
+			for _, k := range sortedKeys(e.requests) {
+				p.setAnnotation(k, e.requests[k])
+				if k == nodepoolv1.AnnotationApplyPending {
+					p.track.person, _ = time.Parse(time.RFC3339, e.requests[k])
+				}
+			}
+			if e.halted != "" {
 				// Halted: nothing of it rolls until a person acts; a fleet
 				// rollout finds it held.
 				p.Obj.Spec.Management.PausedUntil = "true"
@@ -286,8 +402,14 @@ func RunForecast(in ForecastInput) Forecast {
 				if !ok {
 					continue
 				}
+				// The desired digest is new at now in the model, whose
+				// machines are all older: a drift whose desired digest the
+				// cluster saw days ago (desiredSince) is not taken as older
+				// than every machine, which the Rollout policy would then
+				// leave alone.
+				seen := metav1.NewTime(now)
 				p.Obj.Status.PendingManagementChanges = append(p.Obj.Status.PendingManagementChanges, nodepoolv1.PendingManagementChange{
-					Component: ch.Component.Name(), Since: metav1.NewTime(at), Current: ch.From, Desired: ch.To})
+					Component: ch.Component.Name(), Since: metav1.NewTime(at), DesiredSince: &seen, Current: ch.From, Desired: ch.To})
 			}
 		}
 		if in.Fleet != nil {
@@ -348,9 +470,13 @@ type forecastEntry struct {
 	p     *Pool
 	pause string
 	maint *nodepoolv1.Maintenance
-	// rolloutAfter is a forced rollout still to come.
+	// rolloutAfter and requests are the forced rollouts asked of it that
+	// the model carries out from now (requests: the annotations).
 	rolloutAfter *metav1.Time
-	pred         poolmath.Prediction
+	requests     map[string]string
+	// halted is why it cannot roll without a person (HaltOf).
+	halted string
+	pred   poolmath.Prediction
 	// first is the pool's plan at the change: what holds it then.
 	first *rollout.Plan
 }
@@ -401,8 +527,8 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		}
 	}
 	f.Holds = e.holds(now)
-	if e.fp.Halted != "" {
-		f.When, f.Reason = WhenNever, "halted: "+e.fp.Halted+" (kubectl nodepool rollout resume, or an owner change)"
+	if e.halted != "" {
+		f.When, f.Reason = WhenNever, "halted: "+e.halted+" (kubectl nodepool rollout resume, or an owner change)"
 		return f
 	}
 	if len(e.fp.Change) == 0 && !(restart && f.Wave > 0) {
@@ -504,14 +630,14 @@ func (e *forecastEntry) horizon(now time.Time) time.Duration { return e.p.w.Now.
 // holds are what holds the pool at the change.
 func (e *forecastEntry) holds(now time.Time) []string {
 	var out []string
-	if e.fp.Halted != "" {
+	if e.halted != "" {
 		out = append(out, "halted")
 	}
 	if e.first == nil {
 		return out
 	}
 	d := e.first.Decision
-	if d.Pause.Paused && e.fp.Halted == "" {
+	if d.Pause.Paused && e.halted == "" {
 		if d.Pause.Until.IsZero() {
 			out = append(out, "paused")
 		} else {

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // forecastOf is what the CLI hands the forecast for a pool of the world
@@ -261,5 +263,199 @@ func TestAFleetRolloutUnderWayIsForecastFromItsStatus(t *testing.T) {
 	}
 	if fc.Pools[0].When != WhenNoChange {
 		t.Errorf("the pool of wave 1 is done: %+v", fc.Pools[0])
+	}
+}
+
+// forecastNow forecasts the proxy-defaults change over the pools at the
+// world's now, the CLI's way (forecastOf), over horizon.
+func forecastNow(w *World, horizon time.Duration, pools ...*Pool) Forecast {
+	in := ForecastInput{Now: w.Now, Horizon: horizon}
+	for _, p := range pools {
+		in.Pools = append(in.Pools, forecastOf(p))
+	}
+	return RunForecast(in)
+}
+
+// changeProxyDefaults is the platform change a forecast is made of, as it
+// then happens in the world.
+func changeProxyDefaults(w *World, pools ...*Pool) {
+	w.After(0, "the platform changes the proxy defaults", func(*World) {
+		for _, p := range pools {
+			p.Inputs.Platform[CompProxyDefaults] = "p2"
+		}
+	})
+}
+
+// A forecast reads a halt from where the pool stands (status.rollout), not
+// from one reason of one condition: a rollout halted by its health gate or
+// by a drain under onTimeout Halt runs no change without a person, whatever
+// the pool's policy (a drain-halted pool was forecast to roll "now"); a
+// pool that is not halted rolls it now. The world then does what the
+// forecast says.
+func TestAForecastReadsAHaltFromWhereThePoolStands(t *testing.T) {
+	rolls := func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
+	}
+	for _, tc := range []struct {
+		name    string
+		edit    func(*nodepoolv1.NodePool)
+		halt    func(w *World, p *Pool)
+		when    string
+		message string // in the forecast's reason
+	}{
+		{name: "settled", edit: rolls, when: WhenNow},
+		{name: "halted by its health gate", edit: func(np *nodepoolv1.NodePool) {
+			rolls(np)
+			np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+		}, halt: func(w *World, p *Pool) {
+			badConfig(w, "c2", 10*time.Minute)
+			w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
+		}, when: WhenNever, message: "halted: "},
+		{name: "halted by a drain", edit: func(np *nodepoolv1.NodePool) {
+			rolls(np)
+			np.Spec.Management.Health = health(1, 10*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+			drainPolicy(nodepoolv1.DrainHalt, 30*time.Minute)(np)
+		}, halt: func(w *World, p *Pool) {
+			p.DrainBlocked = true
+			w.After(time.Minute, "owner edits the config to c2", func(*World) { p.Inputs.Config = "c2" })
+		}, when: WhenNever, message: GuardedBudget},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New(t0)
+			p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: tc.edit})
+			if tc.halt != nil {
+				tc.halt(w, p)
+				run(t, w, 3*time.Hour)
+				if s := p.Obj.Status.Rollout; s == nil || s.Phase != nodepoolv1.RolloutPhaseHalted {
+					t.Fatalf("status.rollout %+v, want Halted\n%s", s, w.Trace())
+				}
+			}
+			now := w.Now
+			fc := forecastNow(w, 5*24*time.Hour, p)
+			f := fc.Pools[0]
+			t.Logf("%s: %s start %v end %v holds %v: %s", tc.name, f.When, f.Start, f.End, f.Holds, f.Reason)
+			if f.When != tc.when || !strings.Contains(f.Reason, tc.message) {
+				t.Errorf("forecast %s (%s), want %s naming %q", f.When, f.Reason, tc.when, tc.message)
+			}
+			if tc.when == WhenNever && !slices.Contains(f.Holds, "halted") {
+				t.Errorf("holds %v, want halted", f.Holds)
+			}
+			changeProxyDefaults(w, p)
+			run(t, w, 2*24*time.Hour)
+			latest := latestHash(p)
+			got := firstRollout(p, now)
+			switch {
+			case tc.when == WhenNever && onPayloads(p)[latest] > 0:
+				t.Errorf("forecast never, the pool booted the latest payload on %d machines\n%s", onPayloads(p)[latest], w.Trace())
+			case tc.when != WhenNever && (got == nil || got.PayloadHash != latest):
+				t.Errorf("forecast %s, the pool did not roll the latest payload: %+v\n%s", tc.when, got, w.Trace())
+			}
+		})
+	}
+}
+
+// A person's request the pool holds is part of its forecast (RunForecast
+// once built the pool from its spec and labels only): an apply-pending
+// waiting for Saturday's window rolls in that window — it was forecast
+// never, and `fleet forecast` exited 4 —, so does a restart the pause
+// holds until then (a past rolloutAfter was taken as done), one asked outside
+// the windows with a reason rolls now, one a fleet rollout wrote rolls by
+// the fleet; an apply-pending carried out long ago asks for nothing. The
+// world then does what the forecast says.
+func TestAForecastKeepsThePoolsRequests(t *testing.T) {
+	saturday := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC) // t0 is a Monday
+	windows := func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesOnNextRollout
+		np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{Windows: []nodepoolv1.MaintenanceWindow{
+			{Schedule: "0 9 * * 6", Duration: metav1.Duration{Duration: 6 * time.Hour}, TimeZone: "UTC"}}}
+	}
+	for _, tc := range []struct {
+		name      string
+		edit      func(*nodepoolv1.NodePool)
+		request   func(w *World, p *Pool)
+		when      string
+		start     time.Time // zero: now (the forecast's)
+		initiator rollout.Initiator
+		rolling   bool // forecast while its rollout rolls
+	}{
+		{name: "apply-pending waits for Saturday's window", edit: windows, request: func(w *World, p *Pool) { ApplyPending(p, "") },
+			when: WhenWindow, start: saturday, initiator: rollout.InitiatorPlatform},
+		{name: "restart waits for the pause to end on Saturday", request: func(w *World, p *Pool) {
+			at := metav1.NewTime(w.Now.Add(time.Second).Truncate(time.Second))
+			p.Obj.Spec.Management.RolloutAfter = &at
+			p.Obj.Spec.Management.PausedUntil = saturday.Format(time.RFC3339)
+		}, when: WhenPause, start: saturday, initiator: rollout.InitiatorRestart},
+		{name: "apply-pending of a fleet rollout waits for Saturday's window", edit: windows, request: func(w *World, p *Pool) {
+			ApplyPending(p, "")
+			p.setAnnotation(nodepoolv1.AnnotationFleetRollout, "platform")
+		}, when: WhenFleet, start: saturday, initiator: rollout.Initiator(nodepoolv1.FleetRolloutInitiator("platform"))},
+		{name: "apply-pending outside the windows", edit: windows, request: func(w *World, p *Pool) { ApplyPending(p, "CVE-2026-1234") },
+			when: WhenNow, initiator: rollout.InitiatorPlatform, rolling: true},
+		{name: "apply-pending carried out before the change", edit: func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesOnNextRollout
+		}, request: func(w *World, p *Pool) { ApplyPending(p, "") }, when: WhenNever},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New(t0)
+			p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: tc.edit})
+			if tc.when != WhenNever {
+				changeProxyDefaults(w, p)
+			}
+			w.After(time.Minute, "a person asks", func(w *World) { tc.request(w, p) })
+			if tc.rolling {
+				run(t, w, 3*time.Minute)
+				if s := p.Obj.Status.Rollout; s == nil || s.Phase != nodepoolv1.RolloutPhaseRolling {
+					t.Fatalf("status.rollout %+v, want Rolling\n%s", s, w.Trace())
+				}
+			} else {
+				run(t, w, 2*time.Hour)
+			}
+			if tc.when == WhenNever {
+				changeProxyDefaults(w, p)
+				run(t, w, time.Minute)
+			}
+			now := w.Now
+			fc := forecastNow(w, 10*24*time.Hour, p)
+			f := fc.Pools[0]
+			t.Logf("%s: %s start %v end %v holds %v: %s", tc.name, f.When, f.Start, f.End, f.Holds, f.Reason)
+			if f.When != tc.when {
+				t.Errorf("forecast %s (%s), want %s", f.When, f.Reason, tc.when)
+			}
+			run(t, w, 8*24*time.Hour)
+			var got *Record
+			for i := range p.History {
+				if r := &p.History[i]; r.PayloadHash == latestHash(p) && r.Outcome == OutcomeComplete {
+					got = r
+					break
+				}
+			}
+			if tc.when == WhenNever {
+				if got != nil && got.Started.After(now) {
+					t.Errorf("forecast never, the pool rolled the latest payload at %s (%s)\n%s", got.Started, got.Initiator, w.Trace())
+				}
+				return
+			}
+			if got == nil || f.Start == nil || f.End == nil {
+				t.Fatalf("forecast %v–%v, the pool rolled %+v\n%s", f.Start, f.End, got, w.Trace())
+			}
+			want := tc.start
+			if want.IsZero() {
+				want = now
+			}
+			if d := f.Start.Sub(want); d < -2*time.Minute || d > 2*time.Minute {
+				t.Errorf("forecast to start at %s, want %s", f.Start, want)
+			}
+			if got.Initiator != tc.initiator {
+				t.Errorf("the pool rolled it as %s, want %s", got.Initiator, tc.initiator)
+			}
+			if !tc.start.IsZero() {
+				if d := got.Started.Sub(*f.Start); d < -2*time.Minute || d > 2*time.Minute {
+					t.Errorf("forecast to start at %s, started at %s", f.Start, got.Started)
+				}
+			}
+			if got.Completed.After(f.End.Add(5 * time.Minute)) {
+				t.Errorf("forecast to end by %s, ended at %s", f.End, got.Completed)
+			}
+		})
 	}
 }
