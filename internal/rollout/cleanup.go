@@ -3,6 +3,7 @@ package rollout
 import (
 	"sort"
 
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/secrets"
 )
 
@@ -10,8 +11,8 @@ import (
 // recomputing a hash: a user-data Secret goes only
 // when no MachineDeployment, MachineSet or Machine uses it, it is not the
 // target or the running one, and the grace period has passed since it was
-// first found unused (a mark on the Secret records when). Its token goes with it; a payload goes when no kept token serves it
-// and no kept user-data started with it.
+// first found unused (a mark on the Secret records when). Its token goes with it; a payload goes when no kept token serves it,
+// no kept user-data started with it and no node runs it.
 func planCleanup(in Input, target, running *UserData, p *Plan) {
 	keepUD := map[string]bool{}
 	for name := range in.Referenced {
@@ -32,9 +33,16 @@ func planCleanup(in Input, target, running *UserData, p *Plan) {
 		keepPayload[pl.Hash] = true
 	}
 	// The payload before a forced rollout is kept while it is the one a
-	// halt returns new machines to.
+	// halt returns new machines to; so is every payload a node runs.
 	if f := forcedFrom(in, target); f != "" {
 		keepPayload[f] = true
+	}
+	for _, n := range in.Nodes {
+		for hash := range in.Payloads {
+			if n.Payload != "" && payload.PayloadLabelValue(hash) == n.Payload {
+				keepPayload[hash] = true
+			}
+		}
 	}
 	var del []string
 	for _, name := range sortedKeys(in.UserData) {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/secrets"
 )
 
@@ -93,11 +94,36 @@ func lastHealthy(in Input, target, running *UserData) string {
 		}
 	} else {
 		hash = forcedFrom(in, target)
+		if from, to := forcedPayloads(in, target); to != "" && from == to {
+			// The token served the forced payload before the force
+			// already (NewNodes, Rollout): what the old nodes run is
+			// the last healthy one.
+			hash = nodesPayload(in, to)
+		}
 	}
 	if _, ok := in.Payloads[hash]; !ok {
 		return ""
 	}
 	return hash
+}
+
+// nodesPayload is the stored payload most of the pool's nodes run (by
+// their payload label), other than not; "" when none.
+func nodesPayload(in Input, not string) string {
+	count := map[string]int{}
+	best := ""
+	for _, n := range in.Nodes {
+		for _, hash := range sortedKeys(in.Payloads) {
+			if hash == not || n.Payload == "" || payload.PayloadLabelValue(hash) != n.Payload {
+				continue
+			}
+			count[hash]++
+			if best == "" || count[hash] > count[best] {
+				best = hash
+			}
+		}
+	}
+	return best
 }
 
 // resumedPayload is, for a rollout in progress whose token a halt pointed
