@@ -38,6 +38,9 @@ type RolloutStatus struct {
 	UpToDate int32  `json:"upToDate"`
 	Version  string `json:"version,omitempty"`
 	Updating string `json:"updating,omitempty"`
+	// Revision is the current rollout, as the pool's history records it
+	// (status_revision.go).
+	Revision *StatusRevision `json:"revision,omitempty"`
 	// Note is extra information on a complete rollout, such as a forced
 	// rollout scheduled later.
 	Note string `json:"note,omitempty"`
@@ -82,7 +85,10 @@ forced rollout was requested and has not started yet), RollingOut, Paused
 (spec.management.pausedUntil or a maintenance window holds the rollout, or
 the pool's Cluster is paused — clusterctl move pauses it while it moves
 the cluster — and the controller writes nothing to the pool),
-Scaling, Complete, Failed.
+Scaling, Complete, Failed. Each line names the current rollout's revision
+in the pool's history (kubectl nodepool rollout history), and who started it:
+"revision 7 (spec): ..."; with its outcome when it ended and another rollout
+waits to start ("revision 7 (spec, Complete): ... (Paused: ...)").
 
 Exit status: 0 when the rollout is complete (or at once with --watch=false);
 1 when it cannot proceed (invalid inputs, the controller does not act on the
@@ -171,7 +177,9 @@ func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *node
 	if err != nil {
 		return RolloutStatus{Namespace: pool.Namespace, Pool: pool.Name}, err
 	}
-	return statusOf(pool, dec.Plan, o.now()), nil
+	st := statusOf(pool, dec.Plan, o.now())
+	st.Revision = statusRevision(ctx, c, pool) // status_revision.go
+	return st, nil
 }
 
 // statusOf is where the pool's rollout stands, given the engine's plan for
@@ -338,9 +346,13 @@ func (st RolloutStatus) progress() string {
 }
 
 func (st RolloutStatus) line() string {
+	rev := st.revisionWords() // status_revision.go
 	switch st.Phase {
 	case PhaseComplete:
-		s := fmt.Sprintf("nodepool %q successfully rolled out: %d of %d machines up to date and ready, version %s", st.Pool, st.UpToDate, st.Desired, or(st.Version, "<none>"))
+		if rev != "" {
+			rev += ", "
+		}
+		s := fmt.Sprintf("nodepool %q successfully rolled out: %s%d of %d machines up to date and ready, version %s", st.Pool, rev, st.UpToDate, st.Desired, or(st.Version, "<none>"))
 		if st.Note != "" {
 			s += "; " + st.Note
 		}
@@ -348,14 +360,22 @@ func (st RolloutStatus) line() string {
 			s += "; next maintenance window at " + st.NextWindow.Format(time.RFC3339)
 		}
 		return s
-	case PhaseFailed:
-		return fmt.Sprintf("nodepool %q rollout %s: %s", st.Pool, st.failedVerb(), st.Message)
 	}
-	return fmt.Sprintf("Waiting for nodepool %q rollout to finish: %s (%s: %s)...", st.Pool, st.progress(), st.Phase, st.Message)
+	if rev != "" {
+		rev += ": "
+	}
+	if st.Phase == PhaseFailed {
+		return fmt.Sprintf("nodepool %q rollout %s: %s%s", st.Pool, st.failedVerb(), rev, st.Message)
+	}
+	return fmt.Sprintf("Waiting for nodepool %q rollout to finish: %s%s (%s: %s)...", st.Pool, rev, st.progress(), st.Phase, st.Message)
 }
 
 func (st RolloutStatus) progressKey() string {
-	return fmt.Sprintf("%s/%d/%d/%d/%d/%s", st.Phase, st.Replicas, st.Ready, st.UpToDate, st.Desired, st.Updating)
+	rev := int64(0)
+	if st.Revision != nil {
+		rev = st.Revision.Revision
+	}
+	return fmt.Sprintf("%s/%d/%d/%d/%d/%s/%d", st.Phase, st.Replicas, st.Ready, st.UpToDate, st.Desired, st.Updating, rev)
 }
 
 func (st RolloutStatus) stallHint(pool *nodepoolv1.NodePool) string {

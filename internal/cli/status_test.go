@@ -1,14 +1,22 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
@@ -131,5 +139,96 @@ func TestStatusOfARolloutStartedBeforeItsStatusIsPublishedIsNotComplete(t *testi
 	}
 	if st := statusOf(in.Pool, plan, now); st.Phase == PhaseComplete {
 		t.Errorf("status %s (%s) while the MachineDeployment replaces machines", st.Phase, st.Message)
+	}
+}
+
+// `rollout status` names the current rollout's revision in the pool's
+// history, and who started it: the rollout in progress, or, when none is,
+// the one the machines run (with its outcome while a rollout without a
+// record yet waits); -o json/yaml carry it as revision.
+func TestStatusNamesTheCurrentRolloutsRevision(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	record := func(rev int64, initiator, outcome string) history.Entry {
+		return history.Entry{Revision: rev, Initiator: initiator, Outcome: outcome, Started: now.Add(-time.Duration(10-rev) * time.Hour)}
+	}
+	done := []history.Entry{record(1, "spec", history.OutcomeComplete), record(2, "restart", history.OutcomeComplete)}
+	for _, tc := range []struct {
+		name    string
+		entries []history.Entry
+		edit    func(in *rollout.Input)
+		phase   string
+		line    string // the line starts with it
+		json    string // -o json holds it ("" without a revision)
+	}{
+		{name: "a rollout in progress", entries: append(done, record(3, "spec", history.OutcomeInProgress)), edit: func(in *rollout.Input) {
+			in.Pool.Status.Updating, in.Pool.Status.UpdatedReplicas = "Config", 1
+			md := in.MachineDeployment
+			md.Complete, md.UpToDateReplicas, md.Replicas = false, 1, 4
+		}, phase: PhaseRollingOut, line: `Waiting for nodepool "workers" rollout to finish: revision 3 (spec): 1 of 3 machines up to date`,
+			json: `"revision":{"revision":3,"initiator":"spec","outcome":"InProgress","started":"2026-12-01T05:00:00Z"}`},
+		{name: "a health gate's rollback", entries: append(done, record(3, "spec", history.OutcomeFailed), history.Entry{Revision: 4, Initiator: "rollback", RollbackOf: 3, Outcome: history.OutcomeInProgress, Started: now}),
+			edit:  func(in *rollout.Input) { in.Pool.Status.Updating = "Config"; in.MachineDeployment.Complete = false },
+			phase: PhaseRollingOut, line: `Waiting for nodepool "workers" rollout to finish: revision 4 (rollback of 3): `, json: `"rollbackOf":3`},
+		{name: "settled", entries: done, phase: PhaseComplete,
+			line: `nodepool "workers" successfully rolled out: revision 2 (restart), 3 of 3 machines up to date and ready`, json: `"revision":{"revision":2,"initiator":"restart","outcome":"Complete"`},
+		{name: "a rollout the pause holds", entries: done, edit: func(in *rollout.Input) {
+			in.Pool.Spec.Management.PausedUntil = "true"
+			in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = now.Add(-time.Minute).Format(time.RFC3339)
+		}, phase: PhasePaused, line: `Waiting for nodepool "workers" rollout to finish: revision 2 (restart, Complete): 3 of 3 machines up to date, 3 ready (Paused: `,
+			json: `"revision":{"revision":2,"initiator":"restart","outcome":"Complete"`},
+		{name: "no record", phase: PhaseComplete, line: `nodepool "workers" successfully rolled out: 3 of 3 machines up to date and ready`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := settledInput(t, inputstest.New(), now)
+			in.Pool.Name = "workers"
+			if tc.edit != nil {
+				tc.edit(&in)
+			}
+			st := statusOf(in.Pool, rollout.Decide(in), now)
+			st.Revision = currentRevision(tc.entries)
+			if st.Phase != tc.phase || !strings.HasPrefix(st.line(), tc.line) {
+				t.Errorf("status %s: %s\nwant %s: %s...", st.Phase, st.line(), tc.phase, tc.line)
+			}
+			b, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.json == "" && strings.Contains(string(b), `"revision"`) || tc.json != "" && !strings.Contains(string(b), tc.json) {
+				t.Errorf("-o json %s, want %s", b, or(tc.json, "no revision"))
+			}
+		})
+	}
+}
+
+// The revision is read from the pool's records as `rollout history` reads
+// them: a ControllerRevision status.revisions does not list is not the
+// pool's, however new.
+func TestStatusReadsTheRevisionFromThePoolsRecords(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "workers", UID: "pool-uid"}}
+	var objs []client.Object
+	for i, initiator := range []string{"spec", "version", "spec"} {
+		rev := int64(i + 1)
+		cr, err := history.New(pool.Namespace, pool.Name, history.Entry{Revision: rev, Initiator: initiator, Started: now.Add(time.Duration(i) * time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.UID = types.UID(fmt.Sprintf("r%d", rev))
+		if err := controllerutil.SetControllerReference(pool, cr, scheme); err != nil {
+			t.Fatal(err)
+		}
+		if rev < 3 {
+			cr.Annotations[history.AnnotationOutcome] = history.OutcomeComplete
+			pool.Status.Revisions = append(pool.Status.Revisions, nodepoolv1.RevisionReference{Revision: rev, UID: cr.UID})
+		}
+		objs = append(objs, cr)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	got := statusRevision(context.Background(), c, pool)
+	if got == nil || got.Revision != 2 || got.Initiator != "version" || got.Outcome != history.OutcomeComplete {
+		t.Errorf("revision %+v, want 2 (version, Complete): revision 3 is not listed in status.revisions", got)
+	}
+	if none := statusRevision(context.Background(), fake.NewClientBuilder().WithScheme(scheme).Build(), pool); none != nil {
+		t.Errorf("revision %+v without records, want none", none)
 	}
 }

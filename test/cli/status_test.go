@@ -43,6 +43,9 @@ func TestRolloutStatusWaitsForANewPoolAndAnOwnerChange(t *testing.T) {
 	if st.Phase != cli.PhaseComplete || st.UpToDate != 2 || st.Desired != 2 || st.Version != "v1.36.3" {
 		t.Errorf("status = %+v", st)
 	}
+	if r := st.Revision; r == nil || r.Revision != 2 || r.Initiator != "spec" || r.Outcome != "Complete" {
+		t.Errorf("status names revision %+v, want 2 (spec, Complete): the owner change", r)
+	}
 }
 
 func TestRolloutStatusFailsStallsAndTimesOut(t *testing.T) {
