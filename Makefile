@@ -13,6 +13,12 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 PROMETHEUS_VERSION := v0.316.0
 PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)
 PROMQL_SERIES := $(BIN)/promql-series-$(PROMETHEUS_VERSION)
+# The scenario engine's random interleavings: make test runs the fixed
+# seeds and SIM_ROTATE_COUNT more drawn from SIM_ROTATE (the commit), so
+# every commit explores interleavings no one ran before; the test prints
+# them and a failing one prints its replay command.
+SIM_ROTATE ?= $(REVISION)
+SIM_ROTATE_COUNT ?= 50
 # Extra flags for go test, e.g. make test TESTFLAGS='-run TestHarness -v'.
 TESTFLAGS ?=
 TEST_TIMEOUT ?= 40m
@@ -138,6 +144,7 @@ test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every 
 	echo "go test $(LONG_TEST_PACKAGES) ./... (the fuzz targets beside it)"; \
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" PROMTOOL="$(PROMTOOL)" PROMQL_SERIES="$(PROMQL_SERIES)" \
+	NODEPOOL_SIM_ROTATE="$(SIM_ROTATE)" NODEPOOL_SIM_ROTATE_COUNT="$(SIM_ROTATE_COUNT)" \
 	go test -timeout $(TEST_TIMEOUT) -p $(TEST_PACKAGES) -parallel 4 $(TESTFLAGS) $(LONG_TEST_PACKAGES) \
 		$$(go list ./... | grep -vxF $(foreach p,$(LONG_TEST_PACKAGES),-e nodepool.dev/nodepool/$(p:./%=%))) || rc=$$?; \
 	wait $$fuzz || frc=$$?; cat "$$fuzzlog"; rm -f "$$fuzzlog"; \
@@ -202,7 +209,7 @@ lint: ## go vet and gofmt.
 # Random interleavings of the scenario engine (internal/scenario): SEEDS
 # seeds, each a simulated world of pools over days; a failing seed prints
 # its trace and the command that replays it.
-SEEDS ?= 200
+SEEDS ?= 1000
 .PHONY: soak-sim
-soak-sim: ## The scenario engine's random interleavings over SEEDS seeds (default 200); a failing seed prints its trace and how to replay it.
-	NODEPOOL_SIM_SEEDS=$(SEEDS) go test ./internal/scenario -run '^TestRandomInterleavings$$' -count=1 -timeout 60m
+soak-sim: ## The scenario engine's random interleavings over SEEDS seeds (default 1000) on every core; a failing seed prints its trace and how to replay it.
+	time NODEPOOL_SIM_SEEDS=$(SEEDS) go test ./internal/scenario -run '^TestRandomInterleavings$$' -count=1 -timeout 180m

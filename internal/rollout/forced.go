@@ -132,7 +132,7 @@ func planForce(in Input, d Decision, p *Plan) {
 	if f == nil {
 		return
 	}
-	if f.State == ForcedDeferred && !f.At.After(in.Now) && d.Pause.Paused {
+	if f.State == ForcedDeferred && d.Pause.Paused && !saidPaused(in) {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutDeferred,
 			Message: fmt.Sprintf("a forced rollout (%s) waits: the pool is paused%s", f.Initiator, d.Pause.Describe())})
 	}

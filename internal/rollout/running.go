@@ -54,6 +54,12 @@ func seedAnnotations(in Input, running *UserData, p *Plan) {
 		if got == a.want || a.want == "" {
 			continue
 		}
+		if a.key == nodepoolv1.AnnotationCurrentPayload && got != "" && forcedInProgress(in.MachineDeployment) {
+			// A forced rollout points the user-data at its payload as it
+			// starts; the old machines still run the old one until it
+			// completes (then the annotation advances, RolloutComplete).
+			continue
+		}
 		p.Annotations[a.key] = a.want
 		if got != "" && in.Pool.Status.Updating != "" && in.MachineDeployment.Complete {
 			continue // a rollout completed: the annotations advance (event RolloutComplete)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
@@ -80,6 +81,7 @@ func decideOwner(in Input, pause poolmath.Pause) owner {
 // ownerEvents says what the owner's change does.
 func ownerEvents(in Input, o owner, pause poolmath.Pause, p *Plan) {
 	switch {
+	case o.deferred && pause.Paused && saidPaused(in): // said when the pause began holding it
 	case o.deferred && pause.Paused: // else a maintenance window holds it (planWindow)
 		when := "when spec.management.pausedUntil is cleared"
 		if !pause.Until.IsZero() {
@@ -94,6 +96,19 @@ func ownerEvents(in Input, o owner, pause poolmath.Pause, p *Plan) {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutStarted,
 			Message: fmt.Sprintf("rolling out %s: machines move from %s to %s", describeRollout(o.current, o.target), o.current.Name, o.target.Name)})
 	}
+}
+
+// saidPaused reports whether the pool's status already says that a pause
+// holds a rollout (UpdatingConfig or UpdatingVersion reason Paused): its
+// RolloutDeferred event is said once, when the hold begins, not at every
+// look.
+func saidPaused(in Input) bool {
+	for _, t := range []string{nodepoolv1.ConditionUpdatingConfig, nodepoolv1.ConditionUpdatingVersion} {
+		if c := meta.FindStatusCondition(in.Pool.Status.Conditions, t); c != nil && c.Reason == nodepoolv1.ReasonPaused {
+			return true
+		}
+	}
+	return false
 }
 
 // lastTarget is the stored user-data the pool's annotations and status say

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -327,7 +328,10 @@ func planWindow(in Input, d Decision, p *Plan) {
 				c.Reason, c.Message = h.Reason, h.Message
 			}
 		}
-		p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutDeferred, Message: h.Message})
+		if was := meta.FindStatusCondition(in.Pool.Status.Conditions, typ); was == nil || was.Message != h.Message {
+			// Said once, when the hold starts or changes, not at every look.
+			p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutDeferred, Message: h.Message})
+		}
 	}
 	if d.Action == ActionForce && p.Record != nil {
 		switch {

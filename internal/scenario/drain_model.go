@@ -21,7 +21,7 @@ func guardedPod(m *Machine) string { return "apps/" + m.Name + "-guarded" }
 // until the knob is cleared or
 // the drain policy forces it (finishDrains). It reports whether it held m.
 func (p *Pool) drainHolds(m *Machine, cause string) bool {
-	if !p.DrainBlocked || p.InPlace() || !m.HasNode(p.w.Now) || !m.DrainSince.IsZero() || cause == CausePerson || cause == CauseRepair {
+	if !p.DrainBlocked || p.InPlace() || !m.HasNode(p.w.Now) || !m.DrainSince.IsZero() || cause == CauseRepair {
 		return false
 	}
 	keep := p.Machines[:0]

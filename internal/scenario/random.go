@@ -20,12 +20,13 @@ type RandomOptions struct {
 	Events int
 	// Health, Windows and Bad enable health gates, maintenance settings
 	// and bad payloads; Drains a drain policy and a spell of blocked
-	// drains (the drain knob) on one pool of every third seed.
-	Health, Windows, Bad, Drains bool
+	// drains (the drain knob) on one pool of every third seed; Wider the
+	// events of randomWider.
+	Health, Windows, Bad, Drains, Wider bool
 }
 
 // DefaultRandom are the settings of the fixed seeds.
-var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true, Drains: true}
+var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true, Drains: true, Wider: true}
 
 // Random is a world drawn from a seed: pools with random settings and a
 // script of owner edits, platform bumps, forced requests, pauses, bad
@@ -126,7 +127,82 @@ func Random(seed int64, o RandomOptions) *World {
 	if o.Drains {
 		randomDrains(w, seed, start, o.Length)
 	}
+	if o.Wider {
+		randomWider(w, seed, start, o.Length)
+	}
 	return w
+}
+
+// randomWider draws, from its own source (so the rest of a seed's world
+// is the same without it), the events where rollouts meet what happens
+// around them: on every fourth seed a third pool (so fleet rollouts span
+// 3+ pools); a person deleting a machine (drained like any, so a blocked
+// drain meets it); the owner undoing a change and applying it again
+// later; platform bumps of the proxy defaults; a Cluster paused and
+// resumed, as clusterctl move does (the controller restarts after); and
+// scale-downs.
+func randomWider(w *World, seed int64, start time.Time, length time.Duration) {
+	r := rand.New(rand.NewSource(seed*104729 + 7))
+	if seed%4 == 0 {
+		w.AddPool(PoolSpec{Name: fmt.Sprintf("p%d", len(w.pools)), Replicas: int32(1 + r.Intn(4)), Edit: func(np *nodepoolv1.NodePool) {
+			np.Spec.Management.Health = &nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: time.Duration(r.Intn(30)) * time.Minute},
+				FailurePolicy: []nodepoolv1.FailurePolicy{nodepoolv1.FailurePolicyHalt, nodepoolv1.FailurePolicyRollback}[r.Intn(2)]}
+			np.Spec.Management.ManagementUpdates = []nodepoolv1.ManagementUpdatePolicy{nodepoolv1.ManagementUpdatesOnNextRollout, nodepoolv1.ManagementUpdatesNewNodes, nodepoolv1.ManagementUpdatesRollout}[r.Intn(3)]
+			if r.Intn(3) == 0 {
+				np.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
+			}
+		}})
+	}
+	for i := 0; i < 4; i++ {
+		at := start.Add(time.Duration(r.Int63n(int64(length/time.Second))) * time.Second)
+		p := w.pools[r.Intn(len(w.pools))]
+		v := fmt.Sprintf("w%d", i)
+		switch r.Intn(5) {
+		case 0:
+			pick := r.Intn(8)
+			w.At(at, "a person deletes a machine of "+p.Name, func(*World) {
+				if len(p.Machines) > 0 {
+					p.DeleteMachine(p.Machines[pick%len(p.Machines)].Name)
+				}
+			})
+		case 1:
+			back := time.Duration(1+r.Intn(6)) * time.Hour
+			var was, undone string
+			w.At(at, "owner of "+p.Name+" undoes the config", func(*World) {
+				was = p.Inputs.Config
+				undone = fmt.Sprintf("u%d", i)
+				if was != "c1" {
+					undone = "c1"
+				}
+				p.Inputs.Config = undone
+			})
+			w.At(at.Add(back), "owner of "+p.Name+" applies the undone config again", func(*World) {
+				if p.Inputs.Config == undone && was != "" {
+					p.Inputs.Config = was
+				}
+			})
+		case 2:
+			w.At(at, "platform bumps the proxy defaults to "+v, func(w *World) {
+				for _, q := range w.pools {
+					q.Inputs.Platform[CompProxyDefaults] = v
+				}
+			})
+		case 3:
+			d := time.Duration(10+r.Intn(120)) * time.Minute
+			w.At(at, "clusterctl move pauses "+p.Name+"'s Cluster for "+d.String(), func(*World) { p.ClusterPaused = true })
+			w.At(at.Add(d), "the move ends: "+p.Name+"'s Cluster resumes on a new controller", func(w *World) {
+				p.ClusterPaused = false
+				w.Restart()
+			})
+		case 4:
+			w.At(at, "owner scales "+p.Name+" down by one", func(*World) {
+				if n := *p.Obj.Spec.Replicas; n > 1 {
+					n--
+					p.Obj.Spec.Replicas = &n
+				}
+			})
+		}
+	}
 }
 
 // randomDrains draws, from its own source (so the rest of a seed's world

@@ -89,6 +89,12 @@ func (w *World) Step() error {
 	for round := 0; round < 5; round++ {
 		busy := false
 		for _, p := range w.pools {
+			if p.ClusterPaused {
+				if c, _ := p.runAgents(); c {
+					p.watch = true
+				}
+				continue
+			}
 			if c, _ := p.remediate(false); c {
 				p.watch = true
 			}
@@ -108,7 +114,7 @@ func (w *World) Step() error {
 			}
 		}
 		for _, p := range w.pools {
-			if !p.watch && (p.due.IsZero() || p.due.After(w.Now)) {
+			if p.ClusterPaused || !p.watch && (p.due.IsZero() || p.due.After(w.Now)) {
 				continue
 			}
 			busy = true
@@ -185,8 +191,10 @@ func (w *World) next() time.Time {
 		consider(w.script[0].At)
 	}
 	for _, p := range w.pools {
-		consider(p.due)
-		if p.watch {
+		if !p.ClusterPaused {
+			consider(p.due)
+		}
+		if p.watch && !p.ClusterPaused {
 			consider(w.Now.Add(time.Second))
 		}
 		for _, m := range p.Machines {
@@ -196,7 +204,7 @@ func (w *World) next() time.Time {
 				consider(m.AgentAt)
 			}
 		}
-		if _, t := p.remediate(true); !t.IsZero() {
+		if _, t := p.remediate(true); !t.IsZero() && !p.ClusterPaused {
 			consider(t)
 		}
 	}

@@ -128,6 +128,12 @@ type Pool struct {
 	// watch is set when something the controller watches changed.
 	watch bool
 
+	// ClusterPaused is the pool's Cluster paused (spec.paused, as
+	// clusterctl move sets it while it moves the cluster): neither the
+	// controller nor Cluster API's controllers write anything for the
+	// pool; machines already made go on booting.
+	ClusterPaused bool
+
 	// track is what the invariants remember (not the controller).
 	track tracker
 }
