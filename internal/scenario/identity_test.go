@@ -236,3 +236,54 @@ func TestScenarioAHaltedInPlacePoolsRepairedMachineBootsTheLastHealthyPayload(t 
 		t.Errorf("%d of 2 machines on the last healthy payload after the repair, want 2\n%s", got, w.Trace())
 	}
 }
+
+// The records an older nodepool wrote keep their meaning: a forced
+// rollout halted under a forced-from of two parts (no payload it boots)
+// stays halted across the upgrade (a controller restart), its new
+// machines boot the last healthy payload, and nothing is replaced.
+func TestScenarioAnOlderForcedFromKeepsAHaltedPoolHalted(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+	}})
+	old := latestHash(p)
+	w.Bad["renderer=r2"] = 10 * time.Minute
+	w.After(time.Minute, "platform bumps the renderer to r2 (bad after 10m)", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
+	w.After(2*time.Minute, "person runs apply-pending", func(*World) { ApplyPending(p, "") })
+	run(t, w, time.Hour)
+	if p.Phase() != rollout.HealthHalted {
+		t.Fatalf("phase %q, want Halted\n%s", p.Phase(), w.Trace())
+	}
+	v := p.Annotation(nodepoolv1.AnnotationForcedFrom)
+	parts := strings.Split(v, "/")
+	if len(parts) != 3 {
+		t.Fatalf("forced-from %q, want <rollout>/<before>/<forced>", v)
+	}
+	machines := map[string]bool{}
+	for _, m := range p.Machines {
+		machines[m.Name] = true
+	}
+	w.After(time.Minute, "nodepool upgrades: the record is as an older one wrote it; the controller restarts", func(w *World) {
+		p.setAnnotation(nodepoolv1.AnnotationForcedFrom, parts[0]+"/"+parts[1])
+		w.Restart()
+	})
+	w.After(30*time.Minute, "owner scales to 4", func(*World) { p.Obj.Spec.Replicas = ptrInt(4) })
+	run(t, w, 2*time.Hour) // AHaltedPoolBootsTheLastHealthyPayload
+	if p.Phase() != rollout.HealthHalted {
+		t.Errorf("phase %q after the upgrade, want Halted\n%s", p.Phase(), w.Trace())
+	}
+	for _, m := range p.Machines {
+		if !machines[m.Name] && m.Payload != old {
+			t.Errorf("machine %s made after the upgrade boots %s, want the last healthy %s\n%s", m.Name, Short(m.Payload), Short(old), w.Trace())
+		}
+	}
+	for name := range machines {
+		found := false
+		for _, m := range p.Machines {
+			found = found || m.Name == name
+		}
+		if !found && !strings.Contains(w.Trace(), name+" deleted (repair)") {
+			t.Errorf("machine %s was replaced across the upgrade\n%s", name, w.Trace())
+		}
+	}
+}
