@@ -50,6 +50,11 @@ type HealthState struct {
 	// Trial counts the machines on the new payload, Passed those whose
 	// gate is True.
 	Trial, Passed int32
+	// Old counts the machines not being deleted that the rollout
+	// replaces (not on its target, or of a MachineSet made before its
+	// rollout.after), as the machines say (the MachineDeployment's status
+	// lags a template change).
+	Old int32
 	// Soaking names the machines soaking now, SoakEnds when the first of
 	// them passes (zero when none soaks).
 	Soaking  []string
@@ -123,6 +128,9 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		if m.Deleting {
 			continue
 		}
+		if !forcing && !onTarget(m) {
+			h.Old++
+		}
 		if failedGate(m.Gate) {
 			if onTarget(m) && (h.Machine == "" || h.Machine == m.Name && h.Signal == "") {
 				h.Machine, h.Signal, h.Reason = m.Name, m.Gate.Message, nodepoolv1.ReasonRolloutHalted
@@ -140,7 +148,11 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		// passed: the forced rollout boots another payload.
 		var onTrial bool
 		if forcing {
-			onTrial = onTarget(m) && !rolledBack && forcedAt != nil && !m.Created.Before(*forcedAt)
+			// Machines made after the request's time but before the
+			// forced rollout started (their gate said NotOnTrial then)
+			// are kept by Cluster API and boot what they booted: not its.
+			notOnTrial := m.Gate != nil && m.Gate.Status && m.Gate.Reason == nodepoolv1.GateReasonNotOnTrial
+			onTrial = onTarget(m) && !rolledBack && forcedAt != nil && !m.Created.Before(*forcedAt) && !notOnTrial
 		} else {
 			onTrial = onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
 				(m.Gate != nil && !m.Gate.Status) || forcedTrial(md, m))
@@ -164,6 +176,11 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		return trial[i].Name < trial[j].Name
 	})
 	h.Trial = int32(len(trial))
+	if forcing && forcedAt != nil && md != nil {
+		// Cluster API replaces the machines of MachineSets made before
+		// rollout.after: those are the forced rollout's old ones.
+		h.Old = poolmath.CreatedBefore(md.MachinesCreated, *forcedAt)
+	}
 	halted := h.Machine != ""
 	canaryDone := true
 	for i, m := range trial {
@@ -429,7 +446,7 @@ func holdScaleUp(in Input, d Decision, p *Plan) string {
 		md == nil || d.AutoScaling != nil {
 		return ""
 	}
-	old := int32(len(md.MachinesCreated)) - md.UpToDateReplicas
+	old := h.Old
 	if old <= 0 || old >= d.Replicas {
 		return ""
 	}

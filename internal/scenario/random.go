@@ -159,22 +159,10 @@ func randomWider(w *World, seed int64, start time.Time, length time.Duration) {
 		v := fmt.Sprintf("w%d", i)
 		switch r.Intn(5) {
 		case 0:
-			// A machine of the MachineDeployment's current template:
-			// deleting one of an older MachineSet during a forced
-			// rollout's canary is a known gap (the old MachineSet's
-			// replacement shares the forced rollout's user-data and
-			// token, so it boots the payload on trial; docs/rollouts.md).
 			pick := r.Intn(8)
 			w.At(at, "a person deletes a machine of "+p.Name, func(*World) {
-				var current []*Machine
-				ms := p.newSet()
-				for _, m := range p.Machines {
-					if p.MD == nil || ms != nil && m.Set == ms.Name {
-						current = append(current, m)
-					}
-				}
-				if len(current) > 0 {
-					p.DeleteMachine(current[pick%len(current)].Name)
+				if len(p.Machines) > 0 {
+					p.DeleteMachine(p.Machines[pick%len(p.Machines)].Name)
 				}
 			})
 		case 1:
