@@ -156,9 +156,17 @@ func ReplacedForAReason(c *Context) error {
 		}
 		ok := false
 		target := p.UserData[p.MD.DataSecretName]
+		own := p.UserData[m.DataSecretName].RolloutHash
 		for _, r := range p.History {
 			if !allowed(r) {
 				continue
+			}
+			if !m.DrainSince.IsZero() && m.DrainSince.Before(p.w.Now) && !r.Started.After(m.DrainSince) &&
+				(r.RolloutHash != own || r.ForcedAt != nil || r.Initiator == rollout.InitiatorRollback) {
+				// Deleted now, decided when its drain began: by a rollout
+				// on record then (a later undo may target its user-data
+				// again).
+				ok = true
 			}
 			if m.DataSecretName != p.MD.DataSecretName && r.RolloutHash == target.RolloutHash && r.ForcedAt == nil {
 				ok = true
