@@ -198,8 +198,11 @@ func Analyse(t testing.TB, qs []Query) []Answer {
 type Exported map[string]map[string]bool
 
 // TargetLabels are the labels Prometheus gives every series it scrapes
-// (the target's), which a scrape does not show.
-var TargetLabels = []string{"job", "instance"}
+// (the target's), which a scrape does not show: job and instance, and the
+// ones the Prometheus Operator's scrape config for a ServiceMonitor (how
+// nodepool ships its scrape) adds, namespace, service, pod, container and
+// endpoint. With honorLabels a series' own label of the same name wins.
+var TargetLabels = []string{"job", "instance", "namespace", "service", "pod", "container", "endpoint"}
 
 // PrometheusSeries are the series Prometheus makes itself for each target
 // it scrapes, with TargetLabels only.
