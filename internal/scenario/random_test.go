@@ -15,7 +15,7 @@ import (
 var seeds = flag.Int("seeds", 0, "how many random seeds to run from seed 1 (default 20, or NODEPOOL_SIM_SEEDS)")
 
 // TestRandomInterleavings runs the fixed seeds 1..N (N is 20, or
-// NODEPOOL_SIM_SEEDS, or -seeds) and, when NODEPOOL_SIM_ROTATE names a
+// NODEPOOL_SIM_SEEDS, or -seeds; from NODEPOOL_SIM_FIRST instead of 1) and, when NODEPOOL_SIM_ROTATE names a
 // string (make test passes the commit), NODEPOOL_SIM_ROTATE_COUNT more
 // seeds (default 50) drawn from it: every commit explores interleavings
 // no one ran before, and the same commit draws the same ones again. Seeds
@@ -28,8 +28,12 @@ func TestRandomInterleavings(t *testing.T) {
 	if *seeds > 0 {
 		n = *seeds
 	}
+	first := int64(1) // NODEPOOL_SIM_FIRST: a soak split into runs starts each at its own seed
+	if v, err := strconv.ParseInt(os.Getenv("NODEPOOL_SIM_FIRST"), 10, 64); err == nil && v > 0 {
+		first = v
+	}
 	var list []int64
-	for s := int64(1); s <= int64(n); s++ {
+	for s := first; s < first+int64(n); s++ {
 		list = append(list, s)
 	}
 	if key := os.Getenv("NODEPOOL_SIM_ROTATE"); key != "" {
