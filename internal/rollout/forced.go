@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -145,7 +144,7 @@ func planForce(in Input, d Decision, p *Plan) {
 	// What the token served before the force: a halted forced rollout
 	// returns new machines to it (health_halt.go).
 	if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, d.Target.RolloutHash)]; ok && t.PayloadHash != "" {
-		p.Annotations[nodepoolv1.AnnotationForcedFrom] = d.Target.RolloutHash + "/" + t.PayloadHash + "/" + in.Latest.Hash + "/" + strconv.FormatInt(in.Now.Unix(), 10)
+		p.Annotations[nodepoolv1.AnnotationForcedFrom] = d.Target.RolloutHash + "/" + t.PayloadHash + "/" + in.Latest.Hash
 	}
 	var changed []string
 	if running, ok := in.Payloads[d.Target.PayloadHash]; ok {

@@ -115,17 +115,6 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 	case forcing:
 		forcedAt = md.RolloutAfter
 	}
-	// The forced rollout's own machines are made after it started, which
-	// may be long after the request's time (a window or a pause held it):
-	// machines of an earlier rollout made meanwhile, whose gates passed
-	// then, are not its canary. Starting now, none is.
-	trialFrom := forcedAt
-	if d.Action == ActionForce {
-		now := in.Now
-		trialFrom = &now
-	} else if s := forcedStarted(in, target); forcing && s != nil && (trialFrom == nil || s.After(*trialFrom)) {
-		trialFrom = s
-	}
 	held := haltHolds(in, target) // health_halt.go
 	if held != nil {
 		h.Machine = held.machine
@@ -163,7 +152,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			// forced rollout started (their gate said NotOnTrial then)
 			// are kept by Cluster API and boot what they booted: not its.
 			notOnTrial := m.Gate != nil && m.Gate.Status && m.Gate.Reason == nodepoolv1.GateReasonNotOnTrial
-			onTrial = onTarget(m) && !rolledBack && trialFrom != nil && !m.Created.Before(trialFrom.Truncate(time.Second)) && !notOnTrial
+			onTrial = onTarget(m) && !rolledBack && forcedAt != nil && !m.Created.Before(*forcedAt) && !notOnTrial
 		} else {
 			onTrial = onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
 				(m.Gate != nil && !m.Gate.Status) || forcedTrial(md, m))
@@ -390,8 +379,6 @@ func planHealth(in Input, d Decision, p *Plan) {
 		c.Message = fmt.Sprintf("rollout halted: machine %s %s; no further machine is replaced until the pool changes", h.Machine, h.Signal)
 		if h.LastHealthy != "" {
 			c.Message += fmt.Sprintf(" (or the rollout is resumed); new machines boot the last healthy payload %s", payload.Short(h.LastHealthy))
-		} else if held := holdScaleUp(in, d, p); held != "" {
-			c.Message += " (or the rollout is resumed); the last healthy payload is not stored: " + held
 		}
 		if was := meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); h.recorded && was != nil &&
 			was.Status == metav1.ConditionFalse && strings.Contains(was.Message, "machine "+h.Machine+" ") {
@@ -454,10 +441,7 @@ func holdSurge(in Input, h *HealthState, p *Plan) {
 // RolloutHealthy ("" when nothing waits).
 func holdScaleUp(in Input, d Decision, p *Plan) string {
 	h, md := d.Health, in.MachineDeployment
-	// A halted rollout's new machines boot the last healthy payload; when
-	// it is not known (not stored), they wait too.
-	waits := h != nil && (h.Phase == HealthCanary || h.Phase == HealthHalted && h.LastHealthy == "")
-	if !waits || p.MachineDeployment == nil || in.InPlace != nil ||
+	if h == nil || h.Phase != HealthCanary || p.MachineDeployment == nil || in.InPlace != nil ||
 		in.Pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace || in.Pool.Spec.Management.Replace.Strategy == nodepoolv1.ReplaceStrategyOnDelete ||
 		md == nil || d.AutoScaling != nil {
 		return ""

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -228,7 +227,7 @@ func TestAFailedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	if p.Decision.Action != ActionForce {
 		t.Fatalf("action %s, want Force", p.Decision.Action)
 	}
-	if got, want := p.Annotations[nodepoolv1.AnnotationForcedFrom], in.Hashes.Rollout+"/"+before+"/"+in.Latest.Hash+"/"+strconv.FormatInt(in.Now.Unix(), 10); got != want {
+	if got, want := p.Annotations[nodepoolv1.AnnotationForcedFrom], in.Hashes.Rollout+"/"+before+"/"+in.Latest.Hash; got != want {
 		t.Fatalf("forced-from annotation %q, want %q", got, want)
 	}
 	if md := p.MachineDeployment; md.MaxSurge == nil || *md.MaxSurge != intstr.FromInt32(1) {

@@ -1,9 +1,7 @@
 package rollout
 
 import (
-	"strconv"
 	"strings"
-	"time"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
@@ -69,30 +67,14 @@ func forcedFrom(in Input, target *UserData) string {
 // the one the forced rollout boots ("" when not recorded: an older
 // nodepool wrote only the first).
 func forcedPayloads(in Input, target *UserData) (from, to string) {
-	parts := strings.SplitN(annotation(in.Pool, nodepoolv1.AnnotationForcedFrom), "/", 4)
+	parts := strings.SplitN(annotation(in.Pool, nodepoolv1.AnnotationForcedFrom), "/", 3)
 	if len(parts) < 2 || target == nil || parts[0] != target.RolloutHash {
 		return "", ""
 	}
-	if len(parts) >= 3 {
+	if len(parts) == 3 {
 		to = parts[2]
 	}
 	return parts[1], to
-}
-
-// forcedStarted is when the forced rollout of target's rollout on record
-// started (the fourth part of AnnotationForcedFrom, Unix seconds), nil
-// when not recorded (an older nodepool).
-func forcedStarted(in Input, target *UserData) *time.Time {
-	parts := strings.SplitN(annotation(in.Pool, nodepoolv1.AnnotationForcedFrom), "/", 4)
-	if len(parts) < 4 || target == nil || parts[0] != target.RolloutHash {
-		return nil
-	}
-	sec, err := strconv.ParseInt(parts[3], 10, 64)
-	if err != nil {
-		return nil
-	}
-	t := time.Unix(sec, 0).UTC()
-	return &t
 }
 
 // lastHealthy is the payload the machines ran before the rollout of

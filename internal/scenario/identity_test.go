@@ -256,8 +256,8 @@ func TestScenarioAnOlderForcedFromKeepsAHaltedPoolHalted(t *testing.T) {
 	}
 	v := p.Annotation(nodepoolv1.AnnotationForcedFrom)
 	parts := strings.Split(v, "/")
-	if len(parts) != 4 {
-		t.Fatalf("forced-from %q, want <rollout>/<before>/<forced>/<started>", v)
+	if len(parts) != 3 {
+		t.Fatalf("forced-from %q, want <rollout>/<before>/<forced>", v)
 	}
 	machines := map[string]bool{}
 	for _, m := range p.Machines {
