@@ -296,20 +296,7 @@ func rolledBackLatest(in Input) Input {
 	if !rollbackHolds(in) {
 		return in
 	}
-	current := currentTarget(in)
-	if current == nil || current.RolloutHash == in.Hashes.Rollout {
-		return in
-	}
-	base, ok := in.Payloads[current.PayloadHash]
-	if !ok {
-		return in
-	}
-	composed, err := payload.ComposeRollout(base, in.Latest)
-	if err != nil {
-		return in
-	}
-	in.Latest = composed
-	return in
+	return latestForTarget(in, currentTarget(in)) // tokens.go
 }
 
 func (h *HealthState) gate(m MachineHealth, ok bool, reason, msg string) {
