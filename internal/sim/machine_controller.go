@@ -46,7 +46,9 @@ const indexDataSecretName = "sim.nodepool.dev/data-secret-name"
 
 // machineReconciler boots SimMachines: user-data, payload, Node.
 type machineReconciler struct {
-	client    client.Client
+	client client.Client
+	// reader reads from the API server, not the cache (machine_adopt.go).
+	reader    client.Reader
 	workload  WorkloadClusters
 	recorder  events.EventRecorder
 	fetcher   *fetcher

@@ -132,6 +132,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	machines := &machineReconciler{
 		client:    mgr.GetClient(),
+		reader:    mgr.GetAPIReader(),
 		workload:  opts.Workload,
 		recorder:  mgr.GetEventRecorder("sim-machine"),
 		fetcher:   newFetcher(opts.FetchTimeout, opts.DialPayloadServer),
