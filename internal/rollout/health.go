@@ -50,11 +50,10 @@ type HealthState struct {
 	// Trial counts the machines on the new payload, Passed those whose
 	// gate is True.
 	Trial, Passed int32
-	// Old counts the machines not being deleted that the rollout
-	// replaces (not on its target, or of a MachineSet made before its
-	// rollout.after), as the machines say (the MachineDeployment's status
-	// lags a template change).
-	Old int32
+	// Kept counts the machines not being deleted and not on trial, as
+	// the machines say (the MachineDeployment's status lags a template
+	// change): what the pool runs beside the rollout's trial.
+	Kept int32
 	// Soaking names the machines soaking now, SoakEnds when the first of
 	// them passes (zero when none soaks).
 	Soaking  []string
@@ -124,13 +123,12 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 	}
 	// Machines of the target, oldest first: the first s.Canary are the canary.
 	var trial []MachineHealth
+	var live int32
 	for _, m := range in.Machines {
 		if m.Deleting {
 			continue
 		}
-		if !forcing && !onTarget(m) {
-			h.Old++
-		}
+		live++
 		if failedGate(m.Gate) {
 			if onTarget(m) && (h.Machine == "" || h.Machine == m.Name && h.Signal == "") {
 				h.Machine, h.Signal, h.Reason = m.Name, m.Gate.Message, nodepoolv1.ReasonRolloutHalted
@@ -176,11 +174,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		return trial[i].Name < trial[j].Name
 	})
 	h.Trial = int32(len(trial))
-	if forcing && forcedAt != nil && md != nil {
-		// Cluster API replaces the machines of MachineSets made before
-		// rollout.after: those are the forced rollout's old ones.
-		h.Old = poolmath.CreatedBefore(md.MachinesCreated, *forcedAt)
-	}
+	h.Kept = live - h.Trial
 	halted := h.Machine != ""
 	canaryDone := true
 	for i, m := range trial {
@@ -421,7 +415,8 @@ func holdSurge(in Input, h *HealthState, p *Plan) {
 // as the MachineDeployment's replicas plus the surge exceed the old
 // machines: a scale-up, or machines an earlier round took down, would
 // all boot a payload no canary has passed. So the MachineDeployment holds
-// the old machines' count (a scale-down goes ahead) until the canary
+// the count of the machines it keeps beside the trial (a scale-down goes
+// ahead) until the canary
 // passes, or fails (a halted rollout's token serves the last healthy
 // payload, so the pool then grows on that). An autoscaled pool's count is
 // the autoscaler's and is not held. It returns what it says on
@@ -433,7 +428,9 @@ func holdScaleUp(in Input, d Decision, p *Plan) string {
 		md == nil || d.AutoScaling != nil {
 		return ""
 	}
-	old := h.Old
+	// Never fewer than the machines kept: a count below them would make
+	// Cluster API delete them, and each deletion would lower it again.
+	old := h.Kept
 	if old <= 0 || old >= d.Replicas {
 		return ""
 	}

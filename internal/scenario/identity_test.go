@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"slices"
 	"strings"
 	"testing"
@@ -285,5 +286,29 @@ func TestScenarioAnOlderForcedFromKeepsAHaltedPoolHalted(t *testing.T) {
 		if !found && !strings.Contains(w.Trace(), name+" deleted (repair)") {
 			t.Errorf("machine %s was replaced across the upgrade\n%s", name, w.Trace())
 		}
+	}
+}
+
+// Seed 1111: an owner's change during a forced rollout's canary is a
+// rollout of its own, and its canary holds a scale-up by the machines the
+// pool keeps, never fewer: holding the MachineDeployment at the machines
+// made before the restart's time made Cluster API delete the forced
+// rollout's own machines, and each deletion lowered the count again, down
+// to one machine.
+func TestScenarioAChangeDuringAForcedCanaryNeverShrinksThePool(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 5, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 2*time.Hour, 0, nodepoolv1.FailurePolicyHalt)
+	}})
+	w.After(time.Minute, "owner restarts the pool", func(w *World) {
+		p.Obj.Spec.Management.RolloutAfter = &metav1.Time{Time: w.Now.Truncate(time.Second)}
+	})
+	w.After(30*time.Minute, "owner edits the config to c2", func(*World) { p.Inputs.Config = "c2" })
+	run(t, w, 6*time.Hour) // AHeldScaleUpNeverShrinksThePool
+	if n := len(p.Machines); n != 5 {
+		t.Errorf("%d machines, want 5\n%s", n, w.Trace())
+	}
+	if got := onPayloads(p)[latestHash(p)]; got != 5 {
+		t.Errorf("%d of 5 machines on c2 once its canary passed\n%s", got, w.Trace())
 	}
 }

@@ -34,6 +34,9 @@ type tracker struct {
 	driftSince map[string]time.Time
 	// person is the latest apply-pending time a person asked for.
 	person time.Time
+	// mdReplicas is the MachineDeployment's replicas after the last
+	// reconcile (0 before it exists).
+	mdReplicas int32
 }
 
 func (t *tracker) init() {
@@ -65,6 +68,7 @@ var Invariants = []Check{
 	{"GatedRolloutsStartInAWindow", GatedRolloutsStartInAWindow},
 	{"NoMoreThanCanaryOnAnUntestedPayload", NoMoreThanCanaryOnAnUntestedPayload},
 	{"NoMoreThanMaxUnavailable", NoMoreThanMaxUnavailable},
+	{"AHeldScaleUpNeverShrinksThePool", AHeldScaleUpNeverShrinksThePool},
 	{"AHaltHolds", AHaltHolds},
 	{"AHaltedPoolBootsTheLastHealthyPayload", AHaltedPoolBootsTheLastHealthyPayload},
 	{"APersonsLaterRequestWins", APersonsLaterRequestWins},
@@ -131,6 +135,10 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 		for _, m := range p.Machines {
 			t.passed[p.testedConfig(m.Payload)] = true
 		}
+	}
+	t.mdReplicas = 0
+	if p.MD != nil {
+		t.mdReplicas = p.MD.Replicas
 	}
 }
 
@@ -299,6 +307,22 @@ func NoMoreThanMaxUnavailable(c *Context) error {
 				return fmt.Errorf("%d machines left of %d with maxUnavailable %d after a rollout deleted %s", n, md.Replicas, unavailable, m.Name)
 			}
 		}
+	}
+	return nil
+}
+
+// AHeldScaleUpNeverShrinksThePool: the engine may keep a pool's
+// MachineDeployment below the pool's replicas (a scale-up waits for the
+// canary), but never lowers it while it is below them: a count under the
+// machines the pool runs makes Cluster API delete them, and a hold that
+// follows the machines left would shrink the pool to nothing.
+func AHeldScaleUpNeverShrinksThePool(c *Context) error {
+	md, before := c.P.MD, c.P.track.mdReplicas
+	if md == nil || before == 0 {
+		return nil
+	}
+	if want := c.Plan.Decision.Replicas; md.Replicas < want && md.Replicas < before {
+		return fmt.Errorf("the MachineDeployment went from %d to %d replicas while the pool asks for %d", before, md.Replicas, want)
 	}
 	return nil
 }
