@@ -93,7 +93,7 @@ func (o *Options) decideAt(ctx context.Context, live, sources client.Reader, poo
 	if _, err := observe.Latest(ctx, sources, pool, ctl.inputs, &d.In); err != nil {
 		return nil, fmt.Errorf("NodePool %s/%s: %w", pool.Namespace, pool.Name, err)
 	}
-	d.In.Machines = observe.MachineHealth(pool, objs.Machines, nil) // the health gate's view, without Nodes
+	d.In.Machines = observe.MachineHealth(pool, objs.MachineSets, objs.Machines, nil) // the health gate's view, without Nodes
 	d.In.Drains = observe.Drains(objs.Machines, d.In.MachineDeployment)
 	d.Plan = rollout.Decide(d.In)
 	return d, nil

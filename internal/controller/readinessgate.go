@@ -53,7 +53,7 @@ func observeMachineHealth(pool *nodepoolv1.NodePool, w *world, in *rollout.Input
 	for i := range w.nodes {
 		nodes[w.nodes[i].Name] = &w.nodes[i]
 	}
-	in.Machines = observe.MachineHealth(pool, w.Machines, nodes)
+	in.Machines = observe.MachineHealth(pool, w.MachineSets, w.Machines, nodes)
 }
 
 // applyGates writes the plan's gate conditions on the pool's Machines by

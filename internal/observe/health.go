@@ -1,6 +1,8 @@
 package observe
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,16 +21,21 @@ import (
 // cluster; without them (nil: the CLI, which does not reach workload
 // clusters) a node's health is read from the Machine's NodeReady
 // condition, which Cluster API mirrors from the Node's Ready.
-func MachineHealth(pool *nodepoolv1.NodePool, machines []clusterv1.Machine, nodes map[string]*corev1.Node) []rollout.MachineHealth {
+func MachineHealth(pool *nodepoolv1.NodePool, sets []clusterv1.MachineSet, machines []clusterv1.Machine, nodes map[string]*corev1.Node) []rollout.MachineHealth {
 	h := pool.Spec.Management.Health
 	if h == nil {
 		return nil
+	}
+	setCreated := make(map[string]time.Time, len(sets))
+	for _, ms := range sets {
+		setCreated[ms.Name] = ms.CreationTimestamp.Time
 	}
 	out := make([]rollout.MachineHealth, 0, len(machines))
 	for i := range machines {
 		m := &machines[i]
 		mh := rollout.MachineHealth{Name: m.Name, UserData: ptr.Deref(m.Spec.Bootstrap.DataSecretName, ""), Version: m.Spec.Version,
-			Created: m.CreationTimestamp.Time, Deleting: !m.DeletionTimestamp.IsZero(), Signal: "no node yet"}
+			Created: m.CreationTimestamp.Time, SetCreated: setCreated[m.Labels[clusterv1.MachineSetNameLabel]],
+			Deleting: !m.DeletionTimestamp.IsZero(), Signal: "no node yet"}
 		if m.Status.NodeRef.IsDefined() {
 			mh.Node = m.Status.NodeRef.Name
 			switch n, ok := nodes[mh.Node]; {

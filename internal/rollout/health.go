@@ -150,7 +150,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			// forced rollout started (their gate said NotOnTrial then)
 			// are kept by Cluster API and boot what they booted: not its.
 			notOnTrial := m.Gate != nil && m.Gate.Status && m.Gate.Reason == nodepoolv1.GateReasonNotOnTrial
-			onTrial = onTarget(m) && !rolledBack && forcedAt != nil && !m.Created.Before(*forcedAt) && !notOnTrial
+			onTrial = onTarget(m) && !rolledBack && forcedAt != nil && !m.setCreated().Before(*forcedAt) && !notOnTrial
 		} else {
 			onTrial = onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
 				(m.Gate != nil && !m.Gate.Status) || forcedTrial(md, m))
@@ -268,7 +268,15 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 // before rollout.after boot something new and are on trial like any
 // rollout's.
 func forcedTrial(md *MachineDeployment, m MachineHealth) bool {
-	return md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 && !m.Created.Before(*md.RolloutAfter)
+	return md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 && !m.setCreated().Before(*md.RolloutAfter)
+}
+
+// setCreated is the time Cluster API compares with rollout.after.
+func (m MachineHealth) setCreated() time.Time {
+	if m.SetCreated.IsZero() {
+		return m.Created
+	}
+	return m.SetCreated
 }
 
 // rollbackHolds reports whether the pool's inputs still render to the

@@ -16,7 +16,12 @@ type MachineHealth struct {
 	// its spec.version: the rollout it belongs to.
 	UserData, Version string
 	Created           time.Time
-	Deleting          bool
+	// SetCreated is its MachineSet's creation time, what Cluster API
+	// compares with spec.rollout.after (Created when unknown): a forced
+	// rollout replaces the machines of MachineSets made before its time,
+	// and its own machines are those of MachineSets made since.
+	SetCreated time.Time
+	Deleting   bool
 	// Node is the name of its Node, "" when it has none yet.
 	Node string
 	// Healthy says whether the Node is healthy now (NodeHealth), since

@@ -2,6 +2,8 @@ package scenario
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"slices"
 	"strings"
 	"testing"
@@ -310,5 +312,31 @@ func TestScenarioAChangeDuringAForcedCanaryNeverShrinksThePool(t *testing.T) {
 	}
 	if got := onPayloads(p)[latestHash(p)]; got != 5 {
 		t.Errorf("%d of 5 machines on c2 once its canary passed\n%s", got, w.Trace())
+	}
+}
+
+// Seed 1280: a forced rollout's canary is one of the machines it makes,
+// never an earlier rollout's. The Rollout policy's platform rollout waits
+// for the window with the bump's time as its rollout.after; a restart
+// rolling meanwhile made machines after that time, which passed their
+// soak under the restart. They belong to a MachineSet made before the
+// bump, which Cluster API replaces: they are the platform rollout's old
+// machines, not its passed canary.
+func TestScenarioAForcedRolloutsCanaryIsItsOwnMachine(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		nightly(np)
+		np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
+		np.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(2))
+		np.Spec.Management.Replace.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+		np.Spec.Management.Health = health(1, 20*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+	}})
+	w.After(time.Minute, "owner restarts the pool", func(w *World) {
+		p.Obj.Spec.Management.RolloutAfter = &metav1.Time{Time: w.Now.Truncate(time.Second)}
+	})
+	w.After(5*time.Minute, "platform bumps the renderer to r2 (rolled in the window)", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
+	run(t, w, 36*time.Hour) // NoMoreThanCanaryOnAnUntestedPayload
+	if got := onPayloads(p)[latestHash(p)]; got != 3 {
+		t.Errorf("%d of 3 machines on r2 after the window\n%s", got, w.Trace())
 	}
 }

@@ -25,6 +25,8 @@ type tracker struct {
 	// tested memoizes testedConfig by payload hash (a payload Secret may
 	// be cleaned up while machines still run it).
 	tested map[string]string
+	// owner memoizes ownerConfig likewise.
+	owner map[string]string
 	// halt is the rollout hash a halt held, "" when none; haltPayload the
 	// payload that failed.
 	halt, haltPayload string
@@ -40,7 +42,7 @@ type tracker struct {
 }
 
 func (t *tracker) init() {
-	t.passed, t.driftSince, t.tested = map[string]bool{}, map[string]time.Time{}, map[string]string{}
+	t.passed, t.driftSince, t.tested, t.owner = map[string]bool{}, map[string]time.Time{}, map[string]string{}, map[string]string{}
 }
 
 // Check is an invariant: nil when it holds after a pool's reconcile.
@@ -250,6 +252,9 @@ func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
 		return nil
 	}
 	s := poolmath.Health(h, c.Plan.Decision.Replicas)
+	policy := p.Obj.Spec.Management.ManagementUpdates
+	newNodesGetThePlatform := (policy == nodepoolv1.ManagementUpdatesNewNodes || policy == nodepoolv1.ManagementUpdatesRollout) &&
+		(trial.Initiator == rollout.InitiatorSpec || trial.Initiator == rollout.InitiatorVersion)
 	count, named := map[string]int32{}, map[string]string{}
 	for _, m := range p.Machines {
 		if p.oldSetReplacement(m) {
@@ -258,6 +263,12 @@ func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
 			// token, so an old MachineSet's replacement of a repaired or
 			// deleted machine boots the payload on trial. Its fix (a
 			// user-data and token per rollout) makes this go.
+			continue
+		}
+		if newNodesGetThePlatform && p.ownerConfig(m.Payload) != p.ownerConfig(trial.PayloadHash) {
+			// Not the owner change on trial: the revision the pool ran
+			// before it, with the platform its policy serves every new
+			// machine (NewNodes, Rollout) whether or not a rollout runs.
 			continue
 		}
 		if k := p.testedConfig(m.Payload); !m.Created.Before(trial.Started) && m.Payload != "" && !p.track.passed[k] {
@@ -455,6 +466,27 @@ func (p *Pool) testedConfig(hash string) string {
 	}
 	k := hex.EncodeToString(h.Sum(nil))
 	p.track.tested[hash] = k
+	return k
+}
+
+// ownerConfig is the owner's part of a payload: its rollout components
+// (the payload hash itself when the payload is unknown).
+func (p *Pool) ownerConfig(hash string) string {
+	if k, ok := p.track.owner[hash]; ok {
+		return k
+	}
+	pl, ok := p.Payloads[hash]
+	if !ok {
+		return hash
+	}
+	h := sha256.New()
+	for _, c := range inputs.Components() {
+		if c.IsRollout() {
+			fmt.Fprintf(h, "%s\x00%s\x00", c.Name(), pl.Fragments[c])
+		}
+	}
+	k := hex.EncodeToString(h.Sum(nil))
+	p.track.owner[hash] = k
 	return k
 }
 

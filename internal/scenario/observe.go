@@ -71,6 +71,13 @@ func (p *Pool) Observe() rollout.Input {
 	if h := pool.Spec.Management.Health; h != nil {
 		for _, m := range p.Machines {
 			mh := rollout.MachineHealth{Name: m.Name, UserData: m.DataSecretName, Version: m.Version, Created: m.Created, Signal: "no node yet"}
+			if p.MD != nil {
+				for _, ms := range p.MD.Sets {
+					if ms.Name == m.Set {
+						mh.SetCreated = ms.Created
+					}
+				}
+			}
 			if p.InPlace() {
 				mh.UserData = m.DataSecretName
 			}
