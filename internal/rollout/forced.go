@@ -144,7 +144,16 @@ func planForce(in Input, d Decision, p *Plan) {
 	// What the token served before the force: a halted forced rollout
 	// returns new machines to it (health_halt.go).
 	if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, d.Target.RolloutHash)]; ok && t.PayloadHash != "" {
-		p.Annotations[nodepoolv1.AnnotationForcedFrom] = d.Target.RolloutHash + "/" + t.PayloadHash + "/" + in.Latest.Hash
+		before := t.PayloadHash
+		if running := runningUserData(in); running != nil && running.Name != d.Target.Name {
+			// The force supersedes an owner change still rolling: its
+			// payload has not passed; the last healthy one is what the
+			// revision it replaces runs.
+			if h := lastHealthy(in, d.Target, running); h != "" {
+				before = h
+			}
+		}
+		p.Annotations[nodepoolv1.AnnotationForcedFrom] = d.Target.RolloutHash + "/" + before + "/" + in.Latest.Hash
 	}
 	var changed []string
 	if running, ok := in.Payloads[d.Target.PayloadHash]; ok {

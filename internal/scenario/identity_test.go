@@ -340,3 +340,28 @@ func TestScenarioAForcedRolloutsCanaryIsItsOwnMachine(t *testing.T) {
 		t.Errorf("%d of 3 machines on r2 after the window\n%s", got, w.Trace())
 	}
 }
+
+// Seed 1465: a restart during an owner change's canary is a forced
+// rollout of a payload no canary passed; when it halts, new machines
+// boot what the pool ran before the owner change, not the owner change's
+// payload its token served when the restart began.
+func TestScenarioARestartDuringACanaryHaltsBackToTheLastHealthyPayload(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 1, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+		np.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
+	}})
+	old := latestHash(p)
+	badConfig(w, "c2", 8*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 8m)", func(*World) { p.Inputs.Config = "c2" })
+	w.After(5*time.Minute, "owner restarts the pool", func(w *World) {
+		p.Obj.Spec.Management.RolloutAfter = &metav1.Time{Time: w.Now.Truncate(time.Second)}
+	})
+	run(t, w, 6*time.Hour) // AHaltedPoolBootsTheLastHealthyPayload
+	if p.Phase() != rollout.HealthHalted {
+		t.Fatalf("phase %s, want the restart halted\n%s", p.Phase(), w.Trace())
+	}
+	if got := onPayloads(p)[old]; got < 1 {
+		t.Errorf("no machine back on the last healthy payload %s\n%s", Short(old), w.Trace())
+	}
+}

@@ -34,6 +34,11 @@ type tracker struct {
 	// driftSince is when the running nodes first differed from the
 	// platform, per component.
 	driftSince map[string]time.Time
+	// ran and latest are, per component, the fragment the running
+	// payload and the latest had at the last check; movedOff, per
+	// component and fragment, when the latest first moved off it.
+	ran, latest map[string]string
+	movedOff    map[string]map[string]time.Time
 	// person is the latest apply-pending time a person asked for.
 	person time.Time
 	// mdReplicas is the MachineDeployment's replicas after the last
@@ -43,6 +48,7 @@ type tracker struct {
 
 func (t *tracker) init() {
 	t.passed, t.driftSince, t.tested, t.owner = map[string]bool{}, map[string]time.Time{}, map[string]string{}, map[string]string{}
+	t.ran, t.latest, t.movedOff = map[string]string{}, map[string]string{}, map[string]map[string]time.Time{}
 }
 
 // Check is an invariant: nil when it holds after a pool's reconcile.
@@ -502,10 +508,28 @@ func (p *Pool) trackDrift(in rollout.Input) {
 			if c.IsRollout() {
 				continue
 			}
-			if string(running.Fragments[c]) != string(f) {
-				seen[c.Name()] = true
-				if _, ok := t.driftSince[c.Name()]; !ok {
-					t.driftSince[c.Name()] = p.w.Now
+			name, latest, ran := c.Name(), string(f), string(running.Fragments[c])
+			if was, ok := t.latest[name]; ok && was != latest {
+				if t.movedOff[name] == nil {
+					t.movedOff[name] = map[string]time.Time{}
+				}
+				if _, ok := t.movedOff[name][was]; !ok {
+					t.movedOff[name][was] = p.w.Now
+				}
+			}
+			if was, ok := t.ran[name]; ok && was != ran {
+				// A rollout applied part of the drift: what is left is
+				// pending since the latest moved off what now runs.
+				delete(t.driftSince, name)
+				if at, ok := t.movedOff[name][ran]; ok && ran != latest {
+					t.driftSince[name] = at
+				}
+			}
+			t.latest[name], t.ran[name] = latest, ran
+			if ran != latest {
+				seen[name] = true
+				if _, ok := t.driftSince[name]; !ok {
+					t.driftSince[name] = p.w.Now
 				}
 			}
 		}
