@@ -218,14 +218,21 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 		st.Message = fmt.Sprintf("waiting for the controller to observe generation %d (it has seen %d)", pool.Generation, pool.Status.ObservedGeneration)
 		return st
 	}
-	if phase, message := standing(pool, d.Standing); phase == rollout.PhaseInvalid {
+	phase, message := standing(pool, d.Standing)
+	if phase == rollout.PhaseInvalid {
 		st.Phase, st.Message = PhaseFailed, message
 		return st
 	}
-	if healthFailed(&st, pool, d) || drainFailed(&st, pool) { // status_health.go, status_drain.go
+	// A halt held by the change that ends it (waiting for a window or a
+	// pause) is that wait, not the halt: the standing says which.
+	if phase != rollout.PhaseHeld && (healthFailed(&st, pool, d) || drainFailed(&st, pool)) { // status_health.go, status_drain.go
 		return st
 	}
 	switch {
+	case phase == rollout.PhaseHeld && pausedOrWindowHeld(d.Standing):
+		st.Phase, st.pausedIndefinitely = PhasePaused, d.Pause.Indefinite()
+		st.Message = d.Standing.Message
+		return st
 	case pool.Status.Updating != "":
 		st.Phase = PhaseRollingOut
 		for _, t := range []string{nodepoolv1.ConditionUpdatingConfig, nodepoolv1.ConditionUpdatingVersion} {

@@ -126,6 +126,11 @@ type Standing struct {
 }
 
 // standingOf is where the pool stands, from the finished plan.
+func fixWaiting(in Input, d Decision) bool {
+	reason, _ := fixWaits(in, d)
+	return reason != ""
+}
+
 func standingOf(in Input, p *Plan) Standing {
 	d := p.Decision
 	s := Standing{Boots: d.TokenPayload, Hold: waiting(d, p)}
@@ -144,6 +149,11 @@ func standingOf(in Input, p *Plan) Standing {
 	switch {
 	case in.RenderErr != nil:
 		s.Phase, s.Message = PhaseInvalid, invalidMessage(p, d.Reason)
+	case s.Hold != nil && fixWaiting(in, d):
+		// The change that ends a halted rollout waits: the pool stands
+		// still until it starts.
+		_, s.Message = fixWaits(in, d)
+		s.Phase = PhaseHeld
 	case health == HealthHalted || health == HealthRolledBack || (d.Forced != nil && d.Forced.State == ForcedHalted) || (d.Drain != nil && d.Drain.Halt != nil):
 		s.Phase, s.Message = PhaseHalted, conditionMessage(p, nodepoolv1.ConditionRolloutHealthy, d.Reason)
 	case health == HealthRollingBack:

@@ -64,6 +64,15 @@ func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 	}
 	versionCond := updatingCondition(nodepoolv1.ConditionUpdatingVersion, updatingVersion, deferred,
 		fmt.Sprintf("rolling out version %s%s", versionOf(target), progress))
+	if reason, msg := fixWaits(in, d); reason != "" {
+		// Nothing rolls: the halted rollout stands still and the change
+		// that ends it waits.
+		for _, c := range []*metav1.Condition{&configCond, &versionCond} {
+			if c.Status == metav1.ConditionTrue {
+				c.Status, c.Reason, c.Message = metav1.ConditionFalse, reason, msg
+			}
+		}
+	}
 	for _, c := range []*metav1.Condition{&configCond, &versionCond} {
 		hold.explain(c)
 	}
@@ -129,6 +138,23 @@ func updatingCondition(t string, updating bool, deferred string, msg string) met
 		c.Reason, c.Message = nodepoolv1.ReasonPaused, deferred
 	}
 	return c
+}
+
+// fixWaits says, for a halted rollout whose end waits, why it waits and
+// what: the owner's next change (which ends the halt: a halt belongs to
+// its rollout) is held by a pause or a maintenance window. "" otherwise.
+func fixWaits(in Input, d Decision) (reason, message string) {
+	if d.Health == nil || d.Health.Phase != HealthHalted || d.Target == nil || in.Latest == nil || in.Hashes.Rollout == d.Target.RolloutHash {
+		return "", ""
+	}
+	ends := fmt.Sprintf("; it ends the halted rollout of configuration %s", shortOf(d.Target, func(u *UserData) string { return u.RolloutWithoutVersion }))
+	if d.Pause.Paused {
+		return nodepoolv1.ReasonPaused, pendingWhilePaused(in, d) + ends
+	}
+	if h := d.Window.held(); h != nil {
+		return nodepoolv1.ReasonOutsideMaintenanceWindow, "a rollout is pending: " + h.Message + ends
+	}
+	return "", ""
 }
 
 // pendingWhilePaused describes an owner change held back by pausedUntil.

@@ -365,3 +365,37 @@ func TestScenarioARestartDuringACanaryHaltsBackToTheLastHealthyPayload(t *testin
 		t.Errorf("no machine back on the last healthy payload %s\n%s", Short(old), w.Trace())
 	}
 }
+
+// Defect 8: a fix waiting for its window is reported as waiting for the
+// window, not as the halt it will end. A canary halted in a window; after
+// the window the owner removed the bad configuration: nothing moves until
+// the next window (the owner's changes are gated), and meanwhile the
+// standing is Held until the window opens and UpdatingConfig says the
+// change waits, not that the halted rollout is in progress.
+func TestScenarioAFixWaitingForItsWindowIsHeldNotHalted(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		gatedNightly(np)
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+	}})
+	badConfig(w, "c2", 10*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 10m; held until the window)", func(*World) { p.Inputs.Config = "c2" })
+	run(t, w, 14*time.Hour) // into the window: the canary halts
+	if p.Phase() != rollout.HealthHalted {
+		t.Fatalf("phase %s, want the canary halted in the window\n%s", p.Phase(), w.Trace())
+	}
+	run(t, w, 2*time.Hour) // the window closed
+	w.After(time.Minute, "owner undoes the config (c1, held until the next window)", func(*World) { p.Inputs.Config = "c1" })
+	run(t, w, time.Hour)
+	s := p.LastPlan().Decision.Standing
+	if s.Phase != rollout.PhaseHeld || s.Hold == nil || s.Hold.Until.IsZero() {
+		t.Fatalf("standing %s (%s), want Held until the next window\n%s", s.Phase, s.Message, w.Trace())
+	}
+	if c := p.Condition(nodepoolv1.ConditionUpdatingConfig); c == nil || c.Reason == nodepoolv1.ReasonRolloutInProgress {
+		t.Errorf("UpdatingConfig %+v, want it to say the change waits", c)
+	}
+	run(t, w, 24*time.Hour)
+	if got := onPayloads(p)[latestHash(p)]; got != 3 {
+		t.Errorf("%d of 3 machines on c1 after the next window\n%s", got, w.Trace())
+	}
+}
