@@ -689,6 +689,13 @@ type RolloutStanding struct {
 	// phase is where the rollout stands: Settled, Scaling, Rolling, Held,
 	// Halted, RollingBack or Invalid.
 	Phase RolloutPhase `json:"phase"`
+	// revision names the current rollout: the newest record of the pool's
+	// history (status.revisions), the rollout in progress (halted
+	// included) or, when none is, the one the machines completed. A
+	// rollout that waits has no record until it starts. Unset before the
+	// first.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
 	// settled is true when nothing rolls, Cluster API has observed the
 	// machines' spec, and every machine is up to date and ready at the
 	// wanted count. A held rollout leaves a pool settled: its machines

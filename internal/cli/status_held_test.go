@@ -50,3 +50,21 @@ func TestRolloutStatusOfAFixWaitingForItsWindowIsHeld(t *testing.T) {
 		t.Errorf("status %s (%s; held by window %q), want Paused by the window, saying the fix ends the halt\n%s", st.Phase, st.Message, st.heldByWindow, w.Trace())
 	}
 }
+
+// The current rollout's revision is published in status.rollout: a user
+// who cannot read the pool's history still sees it.
+func TestTheCurrentRevisionIsPublished(t *testing.T) {
+	w := scenario.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	p := w.AddPool(scenario.PoolSpec{Name: "workers", Replicas: 2})
+	w.After(time.Hour, "owner edits the config to c2", func(*scenario.World) { p.Inputs.Config = "c2" })
+	if err := w.RunFor(3 * time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Obj.Status.Rollout; r == nil || r.Revision != 2 {
+		t.Fatalf("status.rollout %+v, want revision 2", r)
+	}
+	st := RolloutStatus{Revision: &StatusRevision{Revision: p.Obj.Status.Rollout.Revision}, Phase: PhaseComplete}
+	if got := st.revisionWords(); got != "revision 2" {
+		t.Errorf("revision words %q", got)
+	}
+}

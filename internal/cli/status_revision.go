@@ -32,7 +32,12 @@ type StatusRevision struct {
 // on without it).
 func statusRevision(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) *StatusRevision {
 	entries, err := revisions(ctx, c, pool) // history.go
-	if err != nil {
+	if err != nil || len(entries) == 0 {
+		// The history cannot be read (a user may see the pool but not
+		// its ControllerRevisions): the number the controller publishes.
+		if r := pool.Status.Rollout; r != nil && r.Revision > 0 {
+			return &StatusRevision{Revision: r.Revision}
+		}
 		return nil
 	}
 	return currentRevision(entries)
@@ -68,6 +73,9 @@ func (st RolloutStatus) revisionWords() string {
 	}
 	if r.Outcome != "" && r.Outcome != history.OutcomeInProgress && !(r.Outcome == history.OutcomeComplete && st.Phase == PhaseComplete) {
 		who += ", " + r.Outcome
+	}
+	if who == "" { // only the number the controller publishes
+		return fmt.Sprintf("revision %d", r.Revision)
 	}
 	return fmt.Sprintf("revision %d (%s)", r.Revision, who)
 }

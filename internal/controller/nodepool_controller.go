@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"nodepool.dev/nodepool/internal/history"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -371,6 +372,7 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 			st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 		}
 		st.Rollout = plan.Decision.Standing.Published() // where the pool stands: internal/rollout/standing.go
+		st.Rollout.Revision = history.Newest(st.Revisions)
 		conditions = append(plan.Conditions, active)
 	}
 	for _, c := range conditions {

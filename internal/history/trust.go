@@ -60,6 +60,16 @@ func Unlisted(pool *nodepoolv1.NodePool, crs []appsv1.ControllerRevision) []apps
 	return out
 }
 
+// Newest is the highest revision of refs (0 when there is none): the
+// pool's current rollout.
+func Newest(refs []nodepoolv1.RevisionReference) int64 {
+	var n int64
+	for _, r := range refs {
+		n = max(n, r.Revision)
+	}
+	return n
+}
+
 // References lists crs as status.revisions.
 func References(crs []appsv1.ControllerRevision) []nodepoolv1.RevisionReference {
 	out := make([]nodepoolv1.RevisionReference, 0, len(crs))

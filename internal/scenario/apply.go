@@ -118,6 +118,9 @@ func (p *Pool) writeStatus(in rollout.Input, plan rollout.Plan) {
 		st.Replicas, st.ReadyReplicas, st.UpdatedReplicas = md.Replicas, md.ReadyReplicas, md.UpToDateReplicas
 	}
 	st.Rollout = plan.Decision.Standing.Published()
+	if n := len(p.History); n > 0 {
+		st.Rollout.Revision = p.History[n-1].Revision
+	}
 	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
 	for _, c := range append(append([]metav1.Condition(nil), plan.Conditions...), active) {
 		c.ObservedGeneration = p.Obj.Generation

@@ -124,4 +124,8 @@ func TestApplyPendingIsRecordedAsPlatformInitiated(t *testing.T) {
 	if h[0].Initiator != string(rollout.InitiatorSpec) || h[0].Revision != 1 {
 		t.Errorf("the first revision must be the pool's creation (spec): %+v", h[0])
 	}
+	// status.rollout names the current rollout: the newest record.
+	st.WaitForPool(t, p, 30*time.Second, "status.rollout naming the apply-pending's revision", func(s stack.PoolState) bool {
+		return s.Pool.Status.Rollout != nil && s.Pool.Status.Rollout.Revision == h[len(h)-1].Revision
+	})
 }
