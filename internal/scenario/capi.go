@@ -409,6 +409,9 @@ func (p *Pool) deleteMachine(m *Machine, cause string) {
 func (p *Pool) Resumed() {
 	rollout.Resume(p.Obj)
 	p.track.resumed = true
+	if p.track.haltPayload != "" {
+		p.track.failedResumed[p.testedConfig(p.track.haltPayload)] = true
+	}
 	p.watch = true
 }
 

@@ -41,6 +41,11 @@ type tracker struct {
 	movedOff    map[string]map[string]time.Time
 	// person is the latest apply-pending time a person asked for.
 	person time.Time
+	// failed are the tested configurations (testedConfig) a halt or a
+	// rollback found failing, and when; failedResumed those a person
+	// resumed the halted rollout of.
+	failed        map[string]time.Time
+	failedResumed map[string]bool
 	// mdReplicas is the MachineDeployment's replicas after the last
 	// reconcile (0 before it exists).
 	mdReplicas int32
@@ -49,6 +54,7 @@ type tracker struct {
 func (t *tracker) init() {
 	t.passed, t.driftSince, t.tested, t.owner = map[string]bool{}, map[string]time.Time{}, map[string]string{}, map[string]string{}
 	t.ran, t.latest, t.movedOff = map[string]string{}, map[string]string{}, map[string]map[string]time.Time{}
+	t.failed, t.failedResumed = map[string]time.Time{}, map[string]bool{}
 }
 
 // Check is an invariant: nil when it holds after a pool's reconcile.
@@ -79,6 +85,8 @@ var Invariants = []Check{
 	{"AHeldScaleUpNeverShrinksThePool", AHeldScaleUpNeverShrinksThePool},
 	{"AHaltHolds", AHaltHolds},
 	{"AHaltedPoolBootsTheLastHealthyPayload", AHaltedPoolBootsTheLastHealthyPayload},
+	{"NothingBootsAFailedPayloadOutsideItsOwnRollout", NothingBootsAFailedPayloadOutsideItsOwnRollout},
+	{"NoHaltOrPauseWithoutARollout", NoHaltOrPauseWithoutARollout},
 	{"APersonsLaterRequestWins", APersonsLaterRequestWins},
 	{"DriftPastItsDeadlineIsAppliedInTheWindow", DriftPastItsDeadlineIsAppliedInTheWindow},
 	{"TheDecisionSaysWhatHappens", TheDecisionSaysWhatHappens},
@@ -132,6 +140,15 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 			for _, m := range p.Machines {
 				if m.Name == h.Machine {
 					t.haltPayload = m.Payload
+				}
+			}
+		}
+		if h.Phase == rollout.HealthHalted || h.Phase == rollout.HealthRollingBack {
+			for _, m := range p.Machines {
+				if m.Name == h.Machine && m.Payload != "" {
+					if k := p.testedConfig(m.Payload); t.failed[k].IsZero() {
+						t.failed[k] = p.w.Now
+					}
 				}
 			}
 		}
@@ -340,6 +357,60 @@ func AHeldScaleUpNeverShrinksThePool(c *Context) error {
 	}
 	if want := c.Plan.Decision.Replicas; md.Replicas < want && md.Replicas < before {
 		return fmt.Errorf("the MachineDeployment went from %d to %d replicas while the pool asks for %d", before, md.Replicas, want)
+	}
+	return nil
+}
+
+// NothingBootsAFailedPayloadOutsideItsOwnRollout: once a halt or a
+// rollback found a payload failing, no machine boots it again (scale-ups,
+// repairs, forced rollouts, NewNodes) unless a rollout of it started
+// since (a new rollout of the same change, on trial with its own canary)
+// or a person resumed the halted one.
+func NothingBootsAFailedPayloadOutsideItsOwnRollout(c *Context) error {
+	p := c.P
+	t := &p.track
+	for _, m := range c.Created {
+		if m.Payload == "" || p.oldSetReplacement(m) {
+			continue
+		}
+		k := p.testedConfig(m.Payload)
+		at, failed := t.failed[k]
+		if !failed || t.failedResumed[k] {
+			continue
+		}
+		again := false
+		for _, r := range p.History {
+			if r.Started.After(at) && p.testedConfig(r.PayloadHash) == k {
+				again = true
+			}
+		}
+		if !again {
+			return fmt.Errorf("machine %s boots %s, which failed at %s, and no rollout of it started since", m.Name, Short(m.Payload), at.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// NoHaltOrPauseWithoutARollout: a pool with no rollout in progress is
+// never halted, nor its MachineDeployment paused, by nodepool. A
+// completed rollback is reported as the failed rollout's outcome until
+// the pool changes (every machine runs the previous revision: nothing is
+// held), not a halt.
+func NoHaltOrPauseWithoutARollout(c *Context) error {
+	p := c.P
+	for _, r := range p.History {
+		if r.Outcome == OutcomeInProgress {
+			return nil
+		}
+	}
+	if h := c.Plan.Decision.Health; h != nil && h.Phase == rollout.HealthRolledBack {
+		return nil
+	}
+	if s := c.Plan.Decision.Standing; s.Phase == rollout.PhaseHalted {
+		return fmt.Errorf("halted with no rollout in progress: %s", s.Message)
+	}
+	if p.MD != nil && p.MD.Paused {
+		return fmt.Errorf("the MachineDeployment is paused with no rollout in progress")
 	}
 	return nil
 }
