@@ -27,6 +27,10 @@ type Fleet struct {
 	// settledSince is when each of its pools was first seen settled
 	// while the fleet still waited for it (FleetWavesComplete).
 	settledSince map[string]time.Time
+	// triggered are the pools seen triggered, and was the phase at the
+	// last check (FleetTriggersOnlyWhatItMay).
+	triggered map[string]bool
+	was       nodepoolv1.FleetRolloutPhase
 }
 
 // AddFleet starts a fleet rollout over the named pools.
@@ -43,7 +47,7 @@ func (w *World) AddFleet(name string, spec nodepoolv1.FleetRolloutSpec, pools ..
 // AddFleetRefs starts a fleet rollout over the pools of refs (pools of
 // any namespace).
 func (w *World) AddFleetRefs(name string, spec nodepoolv1.FleetRolloutSpec, refs []fleet.Ref) *Fleet {
-	f := &Fleet{w: w, Name: name, Spec: spec, Refs: refs, due: w.Now, settledSince: map[string]time.Time{}}
+	f := &Fleet{w: w, Name: name, Spec: spec, Refs: refs, due: w.Now, settledSince: map[string]time.Time{}, triggered: map[string]bool{}}
 	w.fleets = append(w.fleets, f)
 	w.Note("fleet rollout %s started over %v", name, refs)
 	return f
@@ -209,6 +213,9 @@ func (w *World) checkFleets() []error {
 	}
 	var errs []error
 	for _, f := range w.fleets {
+		errs = append(errs, f.checkTriggers()...)
+	}
+	for _, f := range w.fleets {
 		if f.terminal() || f.Spec.Paused {
 			continue
 		}
@@ -242,5 +249,51 @@ func (w *World) checkFleets() []error {
 			}
 		}
 	}
+	return errs
+}
+
+// checkTriggers is FleetTriggersOnlyWhatItMay: a fleet rollout triggers
+// no pool while it is halted (or was at the last look), paused or
+// cancelled; never more than maxConcurrent of its pools roll at once;
+// and a wave's first trigger comes no sooner than the soak after the
+// previous wave completed.
+func (f *Fleet) checkTriggers() []error {
+	w := f.w
+	if _, off := w.opts["FleetTriggersOnlyWhatItMay"]; off || w.Quiet {
+		return nil
+	}
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("FleetTriggersOnlyWhatItMay at %s: fleet %s: %s", w.Now.UTC().Format(time.RFC3339), f.Name, fmt.Sprintf(format, args...)))
+	}
+	rolling := int32(0)
+	for _, sp := range f.view() {
+		if sp.State == nodepoolv1.FleetPoolRolling {
+			rolling++
+		}
+		if sp.TriggeredAt == nil || f.triggered[sp.Name] {
+			continue
+		}
+		f.triggered[sp.Name] = true
+		switch {
+		case f.was == nodepoolv1.FleetPhaseHalted:
+			fail("pool %s triggered while the rollout was halted", sp.Name)
+		case f.Spec.Paused || f.Spec.Cancelled:
+			fail("pool %s triggered while the rollout is paused or cancelled", sp.Name)
+		}
+		if soak := f.Spec.Soak; soak != nil && sp.Wave > 1 && int(sp.Wave-1) <= len(f.Status.Waves) {
+			prev := f.Status.Waves[sp.Wave-2]
+			if prev.CompletedAt == nil {
+				fail("pool %s of wave %d triggered before wave %d completed", sp.Name, sp.Wave, prev.Wave)
+			} else if sp.TriggeredAt.Time.Before(prev.CompletedAt.Add(soak.Duration).Truncate(time.Second)) {
+				fail("pool %s of wave %d triggered at %s, before wave %d's soak of %s ended", sp.Name, sp.Wave,
+					sp.TriggeredAt.UTC().Format(time.RFC3339), prev.Wave, soak.Duration)
+			}
+		}
+	}
+	if m := f.Spec.MaxConcurrent; m != nil && rolling > *m {
+		fail("%d pools rolling, more than maxConcurrent %d", rolling, *m)
+	}
+	f.was = f.Status.Phase
 	return errs
 }

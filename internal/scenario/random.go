@@ -139,8 +139,9 @@ func Random(seed int64, o RandomOptions) *World {
 // 3+ pools); a person deleting a machine (drained like any, so a blocked
 // drain meets it); the owner undoing a change and applying it again
 // later; platform bumps of the proxy defaults; a Cluster paused and
-// resumed, as clusterctl move does (the controller restarts after); and
-// scale-downs.
+// resumed, as clusterctl move does (the controller restarts after);
+// scale-downs; and fleet rollouts of three waves with a soak, stop
+// conditions, maxConcurrent and either held-pool policy.
 func randomWider(w *World, seed int64, start time.Time, length time.Duration) {
 	r := rand.New(rand.NewSource(seed*104729 + 7))
 	if seed%4 == 0 {
@@ -157,7 +158,7 @@ func randomWider(w *World, seed int64, start time.Time, length time.Duration) {
 		at := start.Add(time.Duration(r.Int63n(int64(length/time.Second))) * time.Second)
 		p := w.pools[r.Intn(len(w.pools))]
 		v := fmt.Sprintf("w%d", i)
-		switch r.Intn(5) {
+		switch r.Intn(6) {
 		case 0:
 			pick := r.Intn(8)
 			w.At(at, "a person deletes a machine of "+p.Name, func(*World) {
@@ -193,6 +194,27 @@ func randomWider(w *World, seed int64, start time.Time, length time.Duration) {
 			w.At(at.Add(d), "the move ends: "+p.Name+"'s Cluster resumes on a new controller", func(w *World) {
 				p.ClusterPaused = false
 				w.Restart()
+			})
+		case 5:
+			spec := nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending,
+				Waves:     []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("50%"), intstr.FromString("100%")},
+				Soak:      &metav1.Duration{Duration: time.Duration(r.Intn(90)) * time.Minute},
+				HeldPools: []nodepoolv1.HeldPoolPolicy{nodepoolv1.HeldPoolWait, nodepoolv1.HeldPoolSkip}[r.Intn(2)],
+				StopOn:    nodepoolv1.FleetStopConditions{RolloutUnhealthy: ptr.To(r.Intn(3) > 0)},
+			}
+			if r.Intn(2) == 0 {
+				spec.MaxConcurrent = ptr.To(int32(1 + r.Intn(2)))
+			}
+			if r.Intn(2) == 0 {
+				spec.StopOn.MaxUnhealthyPools = ptr.To(int32(r.Intn(2)))
+			}
+			name := fmt.Sprintf("fw%d", i)
+			w.At(at, "fleet rollout "+name+" with soak and stop conditions", func(w *World) {
+				var names []string
+				for _, q := range w.pools {
+					names = append(names, q.Name)
+				}
+				w.AddFleet(name, spec, names...)
 			})
 		case 4:
 			w.At(at, "owner scales "+p.Name+" down by one", func(*World) {
