@@ -45,9 +45,11 @@ func strategyOf(spec *nodepoolv1.NodePoolSpec, desired int32) Strategy {
 }
 
 // Rounds is how many rounds of at most maxSurge+maxUnavailable machines
-// the decision's rollout replaces its machines in: a new pool's machines
-// are created at once (1), an OnDelete pool's are replaced by a person
-// (0), and a decision that rolls nothing has none.
+// the decision's rollout replaces its machines in, the health gate's
+// canary rounds included: the standing's steps (one count, the one
+// status.rollout.steps publishes). A new pool's machines are created at
+// once (1), an OnDelete pool's are replaced by a person (0), and a
+// decision that rolls nothing has none.
 func (d Decision) Rounds() int32 {
 	switch {
 	case d.Action == ActionCreate:
@@ -56,6 +58,8 @@ func (d Decision) Rounds() int32 {
 		return 0
 	case d.Strategy.Name != string(nodepoolv1.ReplaceStrategyRollingUpdate) && d.Strategy.Name != StrategyInPlace:
 		return 0
+	case d.Standing.Steps != nil:
+		return d.Standing.Steps.Rounds
 	}
 	return poolmath.Steps(d.Machines, d.Strategy.MaxSurge, d.Strategy.MaxUnavailable)
 }
