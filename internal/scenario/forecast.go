@@ -3,9 +3,11 @@ package scenario
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -308,28 +310,118 @@ func settleLead(pools []ForecastPool, boot time.Duration) time.Duration {
 // (poolmath.Predict; the declared settings when it is too short), and the
 // fleet rollout, if any, started. The world then runs to the horizon and
 // each pool's rollout of the latest payload is read from its history.
+//
+// Pools do not meet in the model but through a fleet rollout (its waves,
+// maxConcurrent, its held pools): the pools of the fleet rollout are one
+// world, every other pool a world of its own, and the worlds run in
+// parallel. A world of one pool steps only at that pool's events, so the
+// forecast grows with the fleet, not with its square.
 func RunForecast(in ForecastInput) Forecast {
 	horizon := in.Horizon
 	if horizon <= 0 {
 		horizon = DefaultForecastHorizon
 	}
 	now := in.Now.UTC().Truncate(time.Second)
+	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
+	groups := forecastGroups(in)
+	results := make([]forecastRun, len(groups))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(groups)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range next {
+				results[g] = runForecastWorld(in, now, horizon, groups[g])
+			}
+		}()
+	}
+	for g := range groups {
+		next <- g
+	}
+	close(next)
+	wg.Wait()
+	out.Pools = make([]PoolForecast, len(in.Pools))
+	for g, r := range results {
+		for k, i := range groups[g].pools {
+			out.Pools[i] = r.pools[k]
+		}
+		out.Notes = append(out.Notes, r.notes...)
+		if groups[g].fleet != nil {
+			out.Waves, out.FleetEnd = r.waves, r.fleetEnd
+		}
+	}
+	out.summarize()
+	return out
+}
+
+// forecastGroup is the pools (indexes of ForecastInput.Pools) one world of
+// a forecast models, with the fleet rollout that joins them (nil: one pool
+// on its own).
+type forecastGroup struct {
+	pools []int
+	fleet *ForecastFleet
+}
+
+// forecastGroups are the worlds of a forecast: the fleet rollout's pools
+// together (first), every other pool alone.
+func forecastGroups(in ForecastInput) []forecastGroup {
+	var groups []forecastGroup
+	inFleet := map[fleet.Ref]bool{}
+	if in.Fleet != nil {
+		for _, r := range in.Fleet.Pools {
+			inFleet[r] = true
+		}
+		for r := range in.Fleet.Members {
+			inFleet[r] = true
+		}
+		g := forecastGroup{fleet: in.Fleet}
+		for i, fp := range in.Pools {
+			if inFleet[fleet.Ref{Namespace: fp.Pool.Namespace, Name: fp.Pool.Name}] {
+				g.pools = append(g.pools, i)
+			}
+		}
+		groups = append(groups, g)
+	}
+	for i, fp := range in.Pools {
+		if !inFleet[fleet.Ref{Namespace: fp.Pool.Namespace, Name: fp.Pool.Name}] {
+			groups = append(groups, forecastGroup{pools: []int{i}})
+		}
+	}
+	return groups
+}
+
+// forecastRun is what one world of a forecast says.
+type forecastRun struct {
+	pools    []PoolForecast
+	notes    []string
+	waves    []WaveForecast
+	fleetEnd *time.Time
+}
+
+// runForecastWorld models one group's pools (RunForecast).
+func runForecastWorld(in ForecastInput, now time.Time, horizon time.Duration, g forecastGroup) forecastRun {
+	var run forecastRun
+	pools := make([]ForecastPool, 0, len(g.pools))
+	for _, i := range g.pools {
+		pools = append(pools, in.Pools[i])
+	}
 	const settleBoot = time.Minute
-	w := New(now.Add(-settleLead(in.Pools, settleBoot)))
+	w := New(now.Add(-settleLead(pools, settleBoot)))
 	// The controller's settings, but never faster than the model's
-	// defaults where they only set a cadence (token rotation, resync,
-	// cleanup): a development controller's 30s resync over 60 days would
-	// be millions of steps, and none of them decides when a pool rolls.
+	// defaults where they only set a cadence (cleanup), and without the
+	// token rotation and the resync, which the model (it misses no
+	// event: NoPolls) needs neither of: a development controller's 30s
+	// resync over 60 days would be millions of steps, and none of them
+	// decides when a pool rolls.
 	if s := in.Settings; s.TokenTTL > 0 {
-		s.TokenTTL = max(s.TokenTTL, w.Settings.TokenTTL)
-		s.ResyncPeriod = max(s.ResyncPeriod, w.Settings.ResyncPeriod)
 		s.CleanupGracePeriod = max(s.CleanupGracePeriod, w.Settings.CleanupGracePeriod)
 		w.Settings = s
 	}
-	w.BootDelay, w.AgentDelay, w.KeepGoing, w.Quiet = settleBoot, settleBoot, true, true
-	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
+	w.Settings.TokenTTL, w.Settings.ResyncPeriod = 4*horizon, 2*horizon
+	w.BootDelay, w.AgentDelay, w.KeepGoing, w.Quiet, w.NoPolls = settleBoot, settleBoot, true, true, true
 	var entries []*forecastEntry
-	for _, fp := range in.Pools {
+	for _, fp := range pools {
 		spec := fp.Pool.Spec.DeepCopy()
 		replicas := fp.Machines
 		spec.Replicas, spec.AutoScaling = &replicas, nil
@@ -359,7 +451,7 @@ func RunForecast(in ForecastInput) Forecast {
 		for _, e := range entries {
 			p := e.p
 			if got := len(p.Machines); got != int(e.fp.Machines) {
-				out.Notes = append(out.Notes, fmt.Sprintf("%s/%s: the model settled %d of its %d machines before the change", p.Obj.Namespace, p.Name, got, e.fp.Machines))
+				run.notes = append(run.notes, fmt.Sprintf("%s/%s: the model settled %d of its %d machines before the change", p.Obj.Namespace, p.Name, got, e.fp.Machines))
 			}
 			p.Obj.Spec.Management.PausedUntil, p.Obj.Spec.Management.Maintenance = e.pause, e.maint
 			p.Obj.Spec.Management.RolloutAfter = e.rolloutAfter
@@ -412,10 +504,10 @@ func RunForecast(in ForecastInput) Forecast {
 					Component: ch.Component.Name(), Since: metav1.NewTime(at), DesiredSince: &seen, Current: ch.From, Desired: ch.To})
 			}
 		}
-		if in.Fleet != nil {
-			fl = w.AddFleetRefs(in.Fleet.Name, in.Fleet.Spec, in.Fleet.Pools)
-			if st := in.Fleet.Status; st != nil && st.StartedAt != nil {
-				fl.resume(*st, in.Fleet.Members)
+		if g.fleet != nil {
+			fl = w.AddFleetRefs(g.fleet.Name, g.fleet.Spec, g.fleet.Pools)
+			if st := g.fleet.Status; st != nil && st.StartedAt != nil {
+				fl.resume(*st, g.fleet.Members)
 			}
 		}
 	})
@@ -424,15 +516,28 @@ func RunForecast(in ForecastInput) Forecast {
 			e.first = e.p.LastPlan()
 		}
 	})
+	restart := in.Fleet != nil && in.Fleet.Spec.Action == nodepoolv1.FleetActionRestart
+	// The run ends once every pool's rollout is read (and the fleet
+	// rollout is over): what follows changes nothing the forecast says.
+	w.Done = func(w *World) bool {
+		if w.Now.Before(now.Add(time.Second)) || fl != nil && !fl.terminal() {
+			return false
+		}
+		for _, e := range entries {
+			if !e.known(now, restart, fl != nil && e.p.Annotation(nodepoolv1.FleetRolloutPoolAnnotation(fl.Name)) != "") {
+				return false
+			}
+		}
+		return true
+	}
 	if err := w.Run(now.Add(horizon)); err != nil && len(w.Violations) == 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("the model stopped at %s: %v", w.Now.UTC().Format(time.RFC3339), err))
+		run.notes = append(run.notes, fmt.Sprintf("the model stopped at %s: %v", w.Now.UTC().Format(time.RFC3339), err))
 	}
 	if len(w.Violations) > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("the model found %d invariant violation(s), the first: %v", len(w.Violations), w.Violations[0]))
+		run.notes = append(run.notes, fmt.Sprintf("the model found %d invariant violation(s), the first: %v", len(w.Violations), w.Violations[0]))
 	}
-	restart := in.Fleet != nil && in.Fleet.Spec.Action == nodepoolv1.FleetActionRestart
 	for _, e := range entries {
-		out.Pools = append(out.Pools, e.read(now, restart, fl))
+		run.pools = append(run.pools, e.read(now, restart, fl))
 	}
 	if fl != nil {
 		for _, wv := range fl.Status.Waves {
@@ -443,14 +548,13 @@ func RunForecast(in ForecastInput) Forecast {
 			if wv.CompletedAt != nil {
 				wf.End = timePtr(wv.CompletedAt.Time)
 			}
-			out.Waves = append(out.Waves, wf)
+			run.waves = append(run.waves, wf)
 		}
 		if fl.Status.Phase == nodepoolv1.FleetPhaseComplete && fl.Status.CompletedAt != nil {
-			out.FleetEnd = timePtr(fl.Status.CompletedAt.Time)
+			run.fleetEnd = timePtr(fl.Status.CompletedAt.Time)
 		}
 	}
-	out.summarize()
-	return out
+	return run
 }
 
 // perRound is the time per round a prediction assumes: what the model's
@@ -536,27 +640,7 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		f.Start, f.End = timePtr(now), timePtr(now)
 		return f
 	}
-	latest, _ := p.Latest()
-	var rec *Record
-	for i := range p.History {
-		r := &p.History[i]
-		if r.Started.Before(now) {
-			continue
-		}
-		if restart && (r.ForcedAt == nil || r.ForcedAt.Before(now)) {
-			continue
-		}
-		if !restart && r.PayloadHash != latest.Hash {
-			continue
-		}
-		if rec == nil {
-			rec = r
-		}
-		if r.Outcome == OutcomeComplete {
-			rec = r
-			break
-		}
-	}
+	rec := e.record(now, restart)
 	if rec != nil {
 		f.Rolls = true
 		f.Start = timePtr(rec.Started)
@@ -609,6 +693,46 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		f.Reason = "does not run it within " + durationWords(e.horizon(now))
 	}
 	return f
+}
+
+// record is the pool's rollout the forecast reads: the first complete
+// rollout of the latest payload (for a restart, the first forced one)
+// that started at or after now, or the first such rollout when none
+// completed.
+func (e *forecastEntry) record(now time.Time, restart bool) *Record {
+	p := e.p
+	latest, _ := p.Latest()
+	var rec *Record
+	for i := range p.History {
+		r := &p.History[i]
+		if r.Started.Before(now) {
+			continue
+		}
+		if restart && (r.ForcedAt == nil || r.ForcedAt.Before(now)) {
+			continue
+		}
+		if !restart && r.PayloadHash != latest.Hash {
+			continue
+		}
+		if rec == nil {
+			rec = r
+		}
+		if r.Outcome == OutcomeComplete {
+			return r
+		}
+	}
+	return rec
+}
+
+// known reports whether the run says all it will of the pool: it is
+// halted, the change does not reach it, or the rollout read has
+// completed (later steps change no earlier record).
+func (e *forecastEntry) known(now time.Time, restart bool, wave bool) bool {
+	if e.halted != "" || len(e.fp.Change) == 0 && !(restart && wave) {
+		return true
+	}
+	r := e.record(now, restart)
+	return r != nil && r.Outcome == OutcomeComplete
 }
 
 // exclusionEndsAt reports whether one of the pool's exclusions ends just
