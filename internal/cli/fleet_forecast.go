@@ -57,11 +57,15 @@ type ForecastPool struct {
 	Start *time.Time `json:"start,omitempty"`
 	End   *time.Time `json:"end,omitempty"`
 	// EndLow and EndHigh are Start plus the fastest and slowest
-	// predicted duration.
+	// predicted duration (and HeldSeconds); End is Start plus the likely
+	// one Takes says (and HeldSeconds), between them.
 	EndLow  *time.Time `json:"endLow,omitempty"`
 	EndHigh *time.Time `json:"endHigh,omitempty"`
 	// Takes is the predicted duration and what it is from.
 	Takes string `json:"takes,omitempty"`
+	// HeldSeconds is how much longer than predicted the rollout takes
+	// because something holds it once started (a window that closes).
+	HeldSeconds int64 `json:"heldSeconds,omitempty"`
 	// FromSettings is set when the pool's history is too short (fewer
 	// than 3 rollouts): the declared settings, 15m a round.
 	FromSettings bool     `json:"fromSettings"`
@@ -322,6 +326,10 @@ func forecastResult(f scenario.Forecast) ForecastResult {
 		}
 		if p.Start != nil && p.When != scenario.WhenNoChange {
 			row.Takes = takes(p.Prediction)
+			if p.Held > 0 {
+				row.HeldSeconds = int64(p.Held.Seconds())
+				row.Takes += ", held " + short(p.Held) + " once started"
+			}
 		}
 		r.Pools = append(r.Pools, row)
 		r.Summary.Pools++

@@ -226,8 +226,14 @@ type PoolForecast struct {
 	// completes in the simulation (nil: not within the horizon).
 	Start, End *time.Time
 	// EndLow and EndHigh are Start plus the fastest and slowest
-	// predicted duration: how sure the end is.
+	// predicted duration (and Held): how sure the end is. End is Start
+	// plus the likely duration (Prediction.Likely) and Held: it lies
+	// between them.
 	EndLow, EndHigh *time.Time
+	// Held is how much longer than predicted the rollout took in the
+	// model because something held it once it started (a window that
+	// closed, a pause); 0 when it waited for nothing.
+	Held time.Duration
 	Prediction      poolmath.Prediction
 	// Holds say what holds it now (paused, an exclusion, outside its
 	// windows, halted).
@@ -558,12 +564,22 @@ func runForecastWorld(in ForecastInput, now time.Time, horizon time.Duration, g 
 }
 
 // perRound is the time per round a prediction assumes: what the model's
-// machines take to boot (or update in place).
+// machines take to boot (or update in place), to the model's clock tick
+// (a second). It was once at least 30s, which made a 5-node pool that
+// rolls in 6s take 2m30s in the model: an end outside its own spread.
 func perRound(p poolmath.Prediction) time.Duration {
 	if p.Shape.Rounds <= 0 {
 		return 0
 	}
-	return max((p.Likely-p.Shape.Soak)/time.Duration(p.Shape.Rounds), 30*time.Second)
+	return max((p.Likely-p.Shape.Soak)/time.Duration(p.Shape.Rounds), time.Second)
+}
+
+// modelTicks is how far the model's run of a rollout that waits for
+// nothing may be from its prediction: its clock ticks in seconds, and
+// the engine looks again a second after a soak ends or a machine is due,
+// a couple of times a round.
+func modelTicks(s poolmath.Shape) time.Duration {
+	return time.Duration(2*s.Rounds+4) * time.Second
 }
 
 func timePtr(t time.Time) *time.Time { t = t.UTC(); return &t }
@@ -663,12 +679,27 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		}
 		if rec.Outcome == OutcomeComplete && rec.Completed != nil {
 			f.End = timePtr(*rec.Completed)
+			if e.pred.Shape.Rounds > 0 {
+				// The model's machines take the likely time per round, so
+				// a rollout that waited for nothing takes the likely
+				// duration but for the model's clock ticks: the forecast
+				// says the duration it prints. One held longer keeps what
+				// held it, and its spread moves with it.
+				if held := rec.Completed.Sub(rec.Started) - e.pred.Likely; held > modelTicks(e.pred.Shape) {
+					f.Held = held
+				}
+				f.End = timePtr(rec.Started.Add(e.pred.Likely + f.Held))
+				f.EndLow, f.EndHigh = timePtr(rec.Started.Add(e.pred.Low+f.Held)), timePtr(rec.Started.Add(e.pred.High+f.Held))
+			}
 			for _, m := range p.Machines {
 				at := m.NodeAt
 				if p.InPlace() {
 					at = m.UpdatedAt
 				}
 				if m.Payload == rec.PayloadHash && !at.Before(rec.Started) {
+					if at.After(*f.End) {
+						at = *f.End
+					}
 					f.NodeTimes = append(f.NodeTimes, at.UTC())
 				}
 			}
