@@ -32,8 +32,8 @@ func TestAPoolWithMachinesNotReadyIsLookedAtAgainSoon(t *testing.T) {
 // it is never later than RequeueAfter's timed part.
 func TestDueAfterIsTheRequeueWithoutThePolls(t *testing.T) {
 	for _, tc := range []struct {
-		name          string
-		edit          func(w *inputstest.World, in *Input)
+		name         string
+		edit         func(w *inputstest.World, in *Input)
 		requeue, due time.Duration
 	}{
 		{name: "settled", requeue: 10 * time.Minute, due: 10 * time.Minute},

@@ -233,8 +233,8 @@ type PoolForecast struct {
 	// Held is how much longer than predicted the rollout took in the
 	// model because something held it once it started (a window that
 	// closed, a pause); 0 when it waited for nothing.
-	Held time.Duration
-	Prediction      poolmath.Prediction
+	Held       time.Duration
+	Prediction poolmath.Prediction
 	// Holds say what holds it now (paused, an exclusion, outside its
 	// windows, halted).
 	Holds []string
