@@ -60,14 +60,16 @@ func TestTheForecastTableSaysWhenEachPoolRunsItAndWhichNeverWill(t *testing.T) {
 
 // The JSON's end is its start plus what TAKES says, inside its own
 // [endLow, endHigh], for a pool whose rollouts take 5–7s (it was start +
-// 60s) and one that rolls in minutes.
+// 60s), one that rolls in minutes, and a young one (one rollout of
+// history) predicted from the two pools like it, which TAKES names.
 func TestTheForecastsEndIsWhatItsTakesSays(t *testing.T) {
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	var in scenario.ForecastInput
 	in.Now, in.Horizon = now, 24*time.Hour
-	for i, tooks := range [][]time.Duration{{5 * time.Second, 6 * time.Second, 7 * time.Second}, {9 * time.Minute, 12 * time.Minute, 15 * time.Minute}} {
+	for i, tooks := range [][]time.Duration{{5 * time.Second, 6 * time.Second, 7 * time.Second}, {9 * time.Minute, 12 * time.Minute, 15 * time.Minute}, {16 * time.Second}} {
 		p := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("pool-%d", i)}}
 		p.Spec.ClusterName, p.Spec.Replicas, p.Spec.Release.Version = "c", ptr.To[int32](5), "v1.36.3"
+		p.Spec.InfrastructureTemplateRef = nodepoolv1.TemplateReference{Kind: "DockerMachineTemplate", APIGroup: "infrastructure.cluster.x-k8s.io", Name: "workers"}
 		p.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
 		shape, _ := poolmath.ShapeOf(&p.Spec, 5, 5)
 		fp := scenario.ForecastPool{Pool: p, Machines: 5, Change: []scenario.ForecastChange{{Component: inputs.APIServerProxy}}}
@@ -89,5 +91,10 @@ func TestTheForecastsEndIsWhatItsTakesSays(t *testing.T) {
 		if !strings.HasPrefix(p.Takes, short(took)+" ") {
 			t.Errorf("%s: end is start + %s, TAKES says %q", p.Pool, short(took), p.Takes)
 		}
+	}
+	young := r.Pools[2]
+	if want := "(from 2 pools like it (DockerMachineTemplate of infrastructure.cluster.x-k8s.io, Replace, 5 machines), "; !strings.Contains(young.Takes, want) ||
+		!strings.HasSuffix(young.Takes, "; history: 1 rollouts, fewer than 3)") || young.Peers != 2 || young.FromSettings {
+		t.Errorf("young pool: takes %q peers %d fromSettings %v, want from the 2 pools like it", young.Takes, young.Peers, young.FromSettings)
 	}
 }

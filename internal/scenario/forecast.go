@@ -235,6 +235,10 @@ type PoolForecast struct {
 	// closed, a pause); 0 when it waited for nothing.
 	Held       time.Duration
 	Prediction poolmath.Prediction
+	// Basis names the pools like it a young pool's prediction is from
+	// (Prediction.Peers > 0): "4 pools like it (DockerMachineTemplate of
+	// infrastructure.cluster.x-k8s.io, Replace, 3–10 machines)".
+	Basis string
 	// Holds say what holds it now (paused, an exclusion, outside its
 	// windows, halted).
 	Holds []string
@@ -330,6 +334,7 @@ func RunForecast(in ForecastInput) Forecast {
 	now := in.Now.UTC().Truncate(time.Second)
 	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
 	groups := forecastGroups(in)
+	peers := peerIndexOf(in.Pools)
 	results := make([]forecastRun, len(groups))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -338,7 +343,7 @@ func RunForecast(in ForecastInput) Forecast {
 		go func() {
 			defer wg.Done()
 			for g := range next {
-				results[g] = runForecastWorld(in, now, horizon, groups[g])
+				results[g] = runForecastWorld(in, now, horizon, groups[g], peers)
 			}
 		}()
 	}
@@ -406,7 +411,7 @@ type forecastRun struct {
 }
 
 // runForecastWorld models one group's pools (RunForecast).
-func runForecastWorld(in ForecastInput, now time.Time, horizon time.Duration, g forecastGroup) forecastRun {
+func runForecastWorld(in ForecastInput, now time.Time, horizon time.Duration, g forecastGroup, peers *peerIndex) forecastRun {
 	var run forecastRun
 	pools := make([]ForecastPool, 0, len(g.pools))
 	for _, i := range g.pools {
@@ -448,7 +453,11 @@ func runForecastWorld(in ForecastInput, now time.Time, horizon time.Duration, g 
 			}})
 		e.p.Past = fp.Past
 		if shape, ok := poolmath.ShapeOf(spec, replicas, replicas); ok {
-			e.pred = poolmath.Predict(shape, fp.Past)
+			like := peers.like(fp)
+			e.pred = poolmath.PredictFromPeers(shape, fp.Past, like)
+			if e.pred.Peers > 0 {
+				e.basis = peers.words(fp, like)
+			}
 		}
 		entries = append(entries, e)
 	}
@@ -597,6 +606,9 @@ type forecastEntry struct {
 	// halted is why it cannot roll without a person (HaltOf).
 	halted string
 	pred   poolmath.Prediction
+	// basis says which pools like it the prediction is from ("" when
+	// from its own history or the declared settings).
+	basis string
 	// first is the pool's plan at the change: what holds it then.
 	first *rollout.Plan
 }
@@ -622,7 +634,7 @@ func (p *Pool) runningPayload() *payload.Payload {
 // now, when it started and completed, and what held the pool at now.
 func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecast {
 	p, obj := e.p, e.p.Obj
-	f := PoolForecast{Namespace: obj.Namespace, Name: obj.Name, Machines: e.fp.Machines, Prediction: e.pred}
+	f := PoolForecast{Namespace: obj.Namespace, Name: obj.Name, Machines: e.fp.Machines, Prediction: e.pred, Basis: e.basis}
 	policy := obj.Spec.Management.ManagementUpdates
 	if policy == "" {
 		policy = nodepoolv1.ManagementUpdatesOnNextRollout
@@ -888,4 +900,76 @@ func (f *Fleet) resume(st nodepoolv1.FleetRolloutStatus, members map[fleet.Ref]n
 		p.setAnnotation(key, fleet.Encode(m))
 	}
 	f.due = w.Now
+}
+
+// peerKey is what makes pools alike for a prediction: the same
+// infrastructure template kind of the same provider (its API group), the
+// same upgrade type (booting a machine and updating one in place take
+// different times).
+type peerKey struct{ kind, provider, upgrade string }
+
+func peerKeyOf(p *nodepoolv1.NodePool) peerKey {
+	ref := p.Spec.InfrastructureTemplateRef
+	upgrade := string(p.Spec.Management.UpgradeType)
+	if upgrade == "" {
+		upgrade = string(nodepoolv1.UpgradeTypeReplace)
+	}
+	return peerKey{kind: ref.Kind, provider: ref.APIGroup, upgrade: upgrade}
+}
+
+// peerIndex is, for each peerKey, the time per round of the pools of the
+// forecast whose own history is long enough (poolmath.PeerTimeOf), by
+// machine count.
+type peerIndex struct {
+	by map[peerKey][]poolmath.PeerTime
+}
+
+func peerIndexOf(pools []ForecastPool) *peerIndex {
+	x := &peerIndex{by: map[peerKey][]poolmath.PeerTime{}}
+	for _, fp := range pools {
+		if pt, ok := poolmath.PeerTimeOf(fp.Machines, fp.Past); ok {
+			k := peerKeyOf(fp.Pool)
+			x.by[k] = append(x.by[k], pt)
+		}
+	}
+	for k, pts := range x.by {
+		sort.SliceStable(pts, func(i, j int) bool { return pts[i].Machines < pts[j].Machines })
+		x.by[k] = pts
+	}
+	return x
+}
+
+// like are the pools like fp (its key, a machine count within a factor
+// of two), at most poolmath.MaxPeers of them, the nearest in machine
+// count; none when fp's own history is long enough.
+func (x *peerIndex) like(fp ForecastPool) []poolmath.PeerTime {
+	if _, ok := poolmath.PeerTimeOf(fp.Machines, fp.Past); ok || fp.Machines <= 0 {
+		return nil
+	}
+	pts := x.by[peerKeyOf(fp.Pool)]
+	m := fp.Machines
+	lo := sort.Search(len(pts), func(i int) bool { return 2*pts[i].Machines >= m })
+	hi := sort.Search(len(pts), func(i int) bool { return pts[i].Machines > 2*m })
+	like := pts[lo:hi]
+	if len(like) <= poolmath.MaxPeers {
+		return like
+	}
+	near := slices.Clone(like)
+	dist := func(pt poolmath.PeerTime) int32 { return max(pt.Machines-m, m-pt.Machines) }
+	sort.SliceStable(near, func(i, j int) bool { return dist(near[i]) < dist(near[j]) })
+	return near[:poolmath.MaxPeers]
+}
+
+// words name the pools like fp a prediction is from.
+func (x *peerIndex) words(fp ForecastPool, like []poolmath.PeerTime) string {
+	k := peerKeyOf(fp.Pool)
+	lo, hi := like[0].Machines, like[0].Machines
+	for _, pt := range like {
+		lo, hi = min(lo, pt.Machines), max(hi, pt.Machines)
+	}
+	machines := fmt.Sprintf("%d machines", lo)
+	if hi != lo {
+		machines = fmt.Sprintf("%d–%d machines", lo, hi)
+	}
+	return fmt.Sprintf("%d pools like it (%s of %s, %s, %s)", len(like), k.kind, k.provider, k.upgrade, machines)
 }
