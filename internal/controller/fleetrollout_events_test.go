@@ -41,7 +41,9 @@ func TestOnlyWhatAFleetRolloutReadsOfAPoolWakesIt(t *testing.T) {
 		{"a kept state in another fleet rollout", func(p *nodepoolv1.NodePool) {
 			p.Annotations[nodepoolv1.FleetRolloutPoolAnnotation("other")] = `{"wave":2,"state":"Pending"}`
 		}, true},
-		{"an apply-pending", func(p *nodepoolv1.NodePool) { p.Annotations[nodepoolv1.AnnotationApplyPending] = "2026-12-01T10:00:00Z" }, true},
+		{"an apply-pending", func(p *nodepoolv1.NodePool) {
+			p.Annotations[nodepoolv1.AnnotationApplyPending] = "2026-12-01T10:00:00Z"
+		}, true},
 		{"its rollout settles", func(p *nodepoolv1.NodePool) {
 			p.Status.Updating, p.Status.Rollout = "", &nodepoolv1.RolloutStanding{Phase: nodepoolv1.RolloutPhaseSettled, Settled: true}
 		}, true},
