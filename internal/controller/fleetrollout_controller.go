@@ -65,6 +65,9 @@ type FleetRolloutReconciler struct {
 	// predicted remembers where each rollout's last forecast was made
 	// (fleetrollout_predict.go).
 	predicted predictions
+	// records keeps each member's history record of its trigger until
+	// one of its history records changes.
+	records records
 }
 
 // The fleet rollout controller's RBAC: it reads FleetRollouts and patches
@@ -122,6 +125,7 @@ func (r *FleetRolloutReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 			if name == "" {
 				return nil
 			}
+			r.records.changed(fleet.Ref{Namespace: o.GetNamespace(), Name: name})
 			pool := &nodepoolv1.NodePool{}
 			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, pool); err != nil {
 				return nil
@@ -374,11 +378,16 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 		}
 		over := sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped
 		if sp.TriggeredAt != nil && (!over || obs.Fleet == fr.Name) {
-			crs, err := r.revisions(ctx, ref)
-			if err != nil {
-				return nil, nil, err
+			rec, ok, version := r.records.get(ref, pool.UID, sp.TriggeredAt.Time)
+			if !ok {
+				crs, err := r.revisions(ctx, ref)
+				if err != nil {
+					return nil, nil, err
+				}
+				rec = record(pool, crs, sp.TriggeredAt.Time)
+				r.records.keep(ref, pool.UID, sp.TriggeredAt.Time, version, rec)
 			}
-			obs.Record = record(pool, crs, sp.TriggeredAt.Time)
+			obs.Record = rec
 		}
 		out[ref] = obs
 	}

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
 )
 
 // A pool's update wakes the fleet rollouts it belongs to only when it
@@ -64,5 +67,41 @@ func TestOnlyWhatAFleetRolloutReadsOfAPoolWakesIt(t *testing.T) {
 				t.Errorf("fleetFactsChanged = %v, want %v", got, tc.wake)
 			}
 		})
+	}
+}
+
+// A member's record of its trigger is read once and kept until one of
+// the pool's history records changes (or the pool is another with the
+// same name, or the trigger another): a reconcile does not read the
+// history of every pool under way.
+func TestAMembersRecordIsKeptUntilItsHistoryChanges(t *testing.T) {
+	var r records
+	ref := fleet.Ref{Namespace: "a", Name: "workers"}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if _, ok, _ := r.get(ref, "uid-1", at); ok {
+		t.Fatal("a record kept before any was read")
+	}
+	_, _, v := r.get(ref, "uid-1", at)
+	rec := &fleet.Record{Revision: 4, Outcome: "InProgress"}
+	r.keep(ref, "uid-1", at, v, rec)
+	if got, ok, _ := r.get(ref, "uid-1", at); !ok || got != rec {
+		t.Fatalf("kept %v %v, want the record read", got, ok)
+	}
+	for _, tc := range []struct {
+		name string
+		uid  string
+		at   time.Time
+	}{{"another pool of that name", "uid-2", at}, {"another trigger", "uid-1", at.Add(time.Hour)}} {
+		if _, ok, _ := r.get(ref, types.UID(tc.uid), tc.at); ok {
+			t.Errorf("%s: the kept record is given", tc.name)
+		}
+	}
+	r.changed(fleet.Ref{Namespace: "a", Name: "other"})
+	if _, ok, _ := r.get(ref, "uid-1", at); !ok {
+		t.Error("another pool's history changed: the record is read again")
+	}
+	r.changed(ref)
+	if _, ok, _ := r.get(ref, "uid-1", at); ok {
+		t.Error("the pool's history changed: the kept record is still given")
 	}
 }
