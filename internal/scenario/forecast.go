@@ -950,14 +950,21 @@ func (x *peerIndex) like(fp ForecastPool) []poolmath.PeerTime {
 	m := fp.Machines
 	lo := sort.Search(len(pts), func(i int) bool { return 2*pts[i].Machines >= m })
 	hi := sort.Search(len(pts), func(i int) bool { return pts[i].Machines > 2*m })
-	like := pts[lo:hi]
-	if len(like) <= poolmath.MaxPeers {
-		return like
+	if hi-lo <= poolmath.MaxPeers {
+		return pts[lo:hi]
 	}
-	near := slices.Clone(like)
-	dist := func(pt poolmath.PeerTime) int32 { return max(pt.Machines-m, m-pt.Machines) }
-	sort.SliceStable(near, func(i, j int) bool { return dist(near[i]) < dist(near[j]) })
-	return near[:poolmath.MaxPeers]
+	// The nearest in machine count: out from where m would be, the
+	// nearer side first (the smaller on a tie).
+	l := sort.Search(hi-lo, func(i int) bool { return pts[lo+i].Machines >= m }) + lo - 1
+	r := l + 1
+	for r-l-1 < poolmath.MaxPeers {
+		if r >= hi || l >= lo && m-pts[l].Machines <= pts[r].Machines-m {
+			l--
+		} else {
+			r++
+		}
+	}
+	return pts[l+1 : r]
 }
 
 // words name the pools like fp a prediction is from.
