@@ -71,3 +71,32 @@ func TestAForecastsEndIsItsStartPlusWhatItSaysItTakes(t *testing.T) {
 		})
 	}
 }
+
+// A young pool with more pools like it than poolmath.MaxPeers reads the
+// nearest in machine count: of 40 pools each of 3 to 7 machines with a
+// history, a 5-machine pool reads the 40 of 5 and 24 of 4 or 6.
+func TestAYoungPoolReadsThePoolsNearestInSize(t *testing.T) {
+	var pools []ForecastPool
+	for machines := int32(3); machines <= 7; machines++ {
+		for i := range 40 {
+			np := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("p%d-%d", machines, i)}}
+			shape := poolmath.Shape{Machines: machines, Rounds: machines}
+			past := []poolmath.PastRollout{{Shape: shape, Took: time.Minute, Complete: true}, {Shape: shape, Took: time.Minute, Complete: true}, {Shape: shape, Took: time.Minute, Complete: true}}
+			pools = append(pools, ForecastPool{Pool: np, Machines: machines, Past: past})
+		}
+	}
+	young := ForecastPool{Pool: &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "young"}}, Machines: 5}
+	like := peerIndexOf(append(pools, young)).like(young)
+	fives, near := 0, 0
+	for _, pt := range like {
+		switch pt.Machines {
+		case 5:
+			fives++
+		case 4, 6:
+			near++
+		}
+	}
+	if len(like) != poolmath.MaxPeers || fives != 40 || near != poolmath.MaxPeers-40 {
+		t.Errorf("%d pools like it, %d of 5 machines, %d of 4 or 6: want %d, 40 and %d", len(like), fives, near, poolmath.MaxPeers, poolmath.MaxPeers-40)
+	}
+}
