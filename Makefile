@@ -175,8 +175,9 @@ NODEPOOL_BENCH_POOLS ?= 1000
 NODEPOOL_BENCH_SHARDS ?= 1,2,4
 
 .PHONY: bench
-bench: control-plane ## Benchmarks: payload render + hashes, payload server throughput, 500 simulated machines to Running, the fleet (table + bin/bench/summary.json).
+bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100/1,000/10,000 pools, payload server throughput, 500 simulated machines to Running, the fleet (table + bin/bench/summary.json).
 	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
+	go test ./internal/scenario -run '^$$' -bench BenchmarkForecast -benchtime 1x -timeout 20m
 	go run ./hack/bench/payloadserver $(PAYLOAD_BENCHFLAGS)
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	go test ./test/bench -run '^$$' -bench BenchmarkSimScale -benchtime 1x -timeout 40m

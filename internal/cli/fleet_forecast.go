@@ -57,18 +57,27 @@ type ForecastPool struct {
 	Start *time.Time `json:"start,omitempty"`
 	End   *time.Time `json:"end,omitempty"`
 	// EndLow and EndHigh are Start plus the fastest and slowest
-	// predicted duration.
+	// predicted duration (and HeldSeconds); End is Start plus the likely
+	// one Takes says (and HeldSeconds), between them.
 	EndLow  *time.Time `json:"endLow,omitempty"`
 	EndHigh *time.Time `json:"endHigh,omitempty"`
 	// Takes is the predicted duration and what it is from.
 	Takes string `json:"takes,omitempty"`
+	// HeldSeconds is how much longer than predicted the rollout takes
+	// because something holds it once started (a window that closes).
+	HeldSeconds int64 `json:"heldSeconds,omitempty"`
 	// FromSettings is set when the pool's history is too short (fewer
 	// than 3 rollouts): the declared settings, 15m a round.
-	FromSettings bool     `json:"fromSettings"`
-	Samples      int      `json:"samples"`
-	Holds        []string `json:"holds,omitempty"`
-	Reason       string   `json:"reason,omitempty"`
-	Wave         int32    `json:"wave,omitempty"`
+	FromSettings bool `json:"fromSettings"`
+	Samples      int  `json:"samples"`
+	// Peers is how many pools like it (the same template kind and
+	// provider, upgrade type, a machine count within a factor of two)
+	// a pool with too short a history is predicted from; Basis names them.
+	Peers  int      `json:"peers,omitempty"`
+	Basis  string   `json:"basis,omitempty"`
+	Holds  []string `json:"holds,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	Wave   int32    `json:"wave,omitempty"`
 }
 
 // ForecastComponent is one changed component of a pool.
@@ -316,12 +325,16 @@ func forecastResult(f scenario.Forecast) ForecastResult {
 	for _, p := range f.Pools {
 		row := ForecastPool{Namespace: p.Namespace, Pool: p.Name, Machines: p.Machines, Rolls: p.Rolls, When: p.When,
 			Start: p.Start, End: p.End, EndLow: p.EndLow, EndHigh: p.EndHigh, Holds: p.Holds, Reason: p.Reason, Wave: p.Wave,
-			FromSettings: p.Prediction.FromSettings, Samples: p.Prediction.Samples}
+			FromSettings: p.Prediction.FromSettings, Samples: p.Prediction.Samples, Peers: p.Prediction.Peers, Basis: p.Basis}
 		for _, c := range p.Components {
 			row.Components = append(row.Components, ForecastComponent{Component: c.Component, Delivery: c.Delivery, Rolls: c.Rolls, How: c.How})
 		}
 		if p.Start != nil && p.When != scenario.WhenNoChange {
-			row.Takes = takes(p.Prediction)
+			row.Takes = takes(p.Prediction, p.Basis)
+			if p.Held > 0 {
+				row.HeldSeconds = int64(p.Held.Seconds())
+				row.Takes += ", held " + short(p.Held) + " once started"
+			}
 		}
 		r.Pools = append(r.Pools, row)
 		r.Summary.Pools++
@@ -338,10 +351,16 @@ func forecastResult(f scenario.Forecast) ForecastResult {
 	return r
 }
 
-// takes says how long a pool's rollout takes and how sure that is.
-func takes(p poolmath.Prediction) string {
+// takes says how long a pool's rollout takes and how sure that is, and
+// what it is from: its own history, the pools like it (basis) when its
+// own is too short, else the declared settings.
+func takes(p poolmath.Prediction, basis string) string {
 	if p.Shape.Rounds <= 0 {
 		return ""
+	}
+	if p.Peers > 0 {
+		return fmt.Sprintf("%s (from %s, %s–%s; history: %d rollouts, fewer than %d)",
+			short(p.Likely), basis, short(p.Low), short(p.High), p.Short, poolmath.MinPredictionSamples)
 	}
 	if p.FromSettings {
 		return fmt.Sprintf("%s by the declared settings (%s a round; history: %d rollouts, fewer than %d)",

@@ -1,12 +1,16 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,11 +19,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -57,6 +65,9 @@ type FleetRolloutReconciler struct {
 	// predicted remembers where each rollout's last forecast was made
 	// (fleetrollout_predict.go).
 	predicted predictions
+	// records keeps each member's history record of its trigger until
+	// one of its history records changes.
+	records records
 }
 
 // The fleet rollout controller's RBAC: it reads FleetRollouts and patches
@@ -67,6 +78,16 @@ type FleetRolloutReconciler struct {
 // +kubebuilder:rbac:groups=nodepool.dev,resources=fleetrollouts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=nodepool.dev,resources=fleetrollouts/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// fleetRecordLists counts the history lists of the fleet rollout
+// controller: one per member whose trigger is under way at a reconcile
+// (it was one of every pool's history per reconcile).
+var fleetRecordLists = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "nodepool_fleetrollout_history_lists_total",
+	Help: "Lists of one pool's history records by the fleet rollout controller (one per member whose trigger is under way, per reconcile).",
+})
+
+func init() { metrics.Registry.MustRegister(fleetRecordLists) }
 
 // poolPatchConcurrency is how many pools one reconcile annotates at once.
 const poolPatchConcurrency = 8
@@ -88,21 +109,34 @@ func (r *FleetRolloutReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("fleetrollout").
-		WatchesRawSource(source.Kind(c, &nodepoolv1.FleetRollout{}, &handler.TypedEnqueueRequestForObject[*nodepoolv1.FleetRollout]{})).
-		WatchesRawSource(source.Kind(c, &nodepoolv1.NodePool{}, handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *nodepoolv1.NodePool) []reconcile.Request {
+		// Its own status writes do not wake it again: a reconcile that has
+		// more to do asks for it (RequeueAfter), and a person's edit
+		// changes the generation (spec) or the annotations.
+		WatchesRawSource(source.Kind(c, &nodepoolv1.FleetRollout{}, &handler.TypedEnqueueRequestForObject[*nodepoolv1.FleetRollout]{},
+			predicate.Or[*nodepoolv1.FleetRollout](predicate.TypedGenerationChangedPredicate[*nodepoolv1.FleetRollout]{},
+				predicate.TypedAnnotationChangedPredicate[*nodepoolv1.FleetRollout]{}, predicate.TypedLabelChangedPredicate[*nodepoolv1.FleetRollout]{}))).
+		WatchesRawSource(source.Kind(c, &nodepoolv1.NodePool{}, batched(func(ctx context.Context, o *nodepoolv1.NodePool) []reconcile.Request {
 			return r.rolloutsOf(ctx, o.GetAnnotations())
-		}))).
-		WatchesRawSource(source.Kind(c, &appsv1.ControllerRevision{}, handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *appsv1.ControllerRevision) []reconcile.Request {
+		}), predicate.TypedFuncs[*nodepoolv1.NodePool]{UpdateFunc: func(e event.TypedUpdateEvent[*nodepoolv1.NodePool]) bool {
+			return fleetFactsChanged(e.ObjectOld, e.ObjectNew)
+		}})).
+		WatchesRawSource(source.Kind(c, &appsv1.ControllerRevision{}, batched(func(ctx context.Context, o *appsv1.ControllerRevision) []reconcile.Request {
 			name := o.GetLabels()[nodepoolv1.LabelPool]
 			if name == "" {
 				return nil
 			}
+			r.records.changed(fleet.Ref{Namespace: o.GetNamespace(), Name: name})
 			pool := &nodepoolv1.NodePool{}
 			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, pool); err != nil {
 				return nil
 			}
 			return r.rolloutsOf(ctx, pool.Annotations)
-		}))).
+		}), predicate.TypedFuncs[*appsv1.ControllerRevision]{UpdateFunc: func(e event.TypedUpdateEvent[*appsv1.ControllerRevision]) bool {
+			// A record's outcome is written on it; its other updates
+			// (owner references, the cache's resync) say nothing new.
+			return !bytes.Equal(e.ObjectOld.Data.Raw, e.ObjectNew.Data.Raw) || !maps.Equal(e.ObjectOld.Annotations, e.ObjectNew.Annotations) ||
+				!maps.Equal(e.ObjectOld.Labels, e.ObjectNew.Labels)
+		}})).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -126,6 +160,67 @@ func (r *FleetRolloutReconciler) rolloutsOf(ctx context.Context, annotations map
 		}
 	}
 	return out
+}
+
+// fleetFactsChanged reports whether a pool's update changes what a fleet
+// rollout reads of it: fleet.Observe (its annotations of requests and
+// fleet rollouts, the parts of its status and conditions a wave waits
+// on), its pause, and its kept states in fleet rollouts. A pool's own
+// rollout patches its status many times (machine counts, conditions'
+// messages and times, nodes, drains); none of those wakes a fleet
+// rollout.
+func fleetFactsChanged(old, cur *nodepoolv1.NodePool) bool {
+	if old.Generation != cur.Generation || old.Spec.Management.PausedUntil != cur.Spec.Management.PausedUntil ||
+		!old.DeletionTimestamp.Equal(cur.DeletionTimestamp) {
+		return true
+	}
+	for _, k := range []string{nodepoolv1.AnnotationApplyPending, nodepoolv1.AnnotationFleetRollout, nodepoolv1.AnnotationOutsideWindowsAt, nodepoolv1.AnnotationOutsideWindowsReason} {
+		if old.Annotations[k] != cur.Annotations[k] {
+			return true
+		}
+	}
+	a, b := fleet.RolloutsOf(old), fleet.RolloutsOf(cur)
+	if len(a) != len(b) {
+		return true
+	}
+	for _, name := range a {
+		k := nodepoolv1.FleetRolloutPoolAnnotation(name)
+		if old.Annotations[k] != cur.Annotations[k] {
+			return true
+		}
+	}
+	var never time.Time
+	return !equality.Semantic.DeepEqual(fleet.Observe(old, never), fleet.Observe(cur, never))
+}
+
+// fleetBatch is how long pool and history events wait before the fleet
+// rollouts they map to are reconciled: the events of that time (a wave's
+// pools patched at once, each pool's records) wake a rollout once, so
+// its reconciles follow the rollout's time, not its pools' events.
+const fleetBatch = time.Second
+
+// batched enqueues the requests of an object's events fleetBatch later;
+// the queue keeps one of a request already waiting.
+func batched[T client.Object](mapFn func(context.Context, T) []reconcile.Request) handler.TypedEventHandler[T, reconcile.Request] {
+	add := func(ctx context.Context, o T, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range mapFn(ctx, o) {
+			q.AddAfter(req, fleetBatch)
+		}
+	}
+	return handler.TypedFuncs[T, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[T], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+	}
 }
 
 func terminal(fr *nodepoolv1.FleetRollout) bool {
@@ -264,7 +359,6 @@ func (r *FleetRolloutReconciler) selectPools(ctx context.Context, fr *nodepoolv1
 // history record of the trigger. A state that cannot be read is reported
 // (a Warning event) and the pool left out: it counts as skipped.
 func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.FleetRollout, byRef map[fleet.Ref]*nodepoolv1.NodePool, now time.Time) ([]nodepoolv1.FleetRolloutPool, map[fleet.Ref]fleet.Pool, error) {
-	var revisions map[fleet.Ref][]*appsv1.ControllerRevision
 	var members []nodepoolv1.FleetRolloutPool
 	out := map[fleet.Ref]fleet.Pool{}
 	live := map[string]bool{}
@@ -284,30 +378,36 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 		}
 		over := sp.State == nodepoolv1.FleetPoolDone || sp.State == nodepoolv1.FleetPoolSkipped
 		if sp.TriggeredAt != nil && (!over || obs.Fleet == fr.Name) {
-			if revisions == nil {
-				if revisions, err = r.revisions(ctx); err != nil {
+			rec, ok, version := r.records.get(ref, pool.UID, sp.TriggeredAt.Time)
+			if !ok {
+				crs, err := r.revisions(ctx, ref)
+				if err != nil {
 					return nil, nil, err
 				}
+				rec = record(pool, crs, sp.TriggeredAt.Time)
+				r.records.keep(ref, pool.UID, sp.TriggeredAt.Time, version, rec)
 			}
-			obs.Record = record(pool, revisions[ref], sp.TriggeredAt.Time)
+			obs.Record = rec
 		}
 		out[ref] = obs
 	}
 	return members, out, nil
 }
 
-// revisions lists the pools' history records (every namespace, one list
-// from the cache, no copies), by pool.
-func (r *FleetRolloutReconciler) revisions(ctx context.Context) (map[fleet.Ref][]*appsv1.ControllerRevision, error) {
+// revisions lists one pool's history records from the cache, no copies,
+// through the pool-label index (indexedClient): only the members whose
+// trigger is under way are read, each by its own records, never every
+// pool's history at each reconcile (which made a fleet rollout's cost
+// grow with the square of its pools).
+func (r *FleetRolloutReconciler) revisions(ctx context.Context, ref fleet.Ref) ([]*appsv1.ControllerRevision, error) {
 	list := &appsv1.ControllerRevisionList{}
-	if err := r.Client.List(ctx, list, client.HasLabels{nodepoolv1.LabelPool}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the pools' history: %w", err)
+	if err := r.Client.List(ctx, list, client.InNamespace(ref.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: ref.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing %s's history: %w", ref, err)
 	}
-	out := map[fleet.Ref][]*appsv1.ControllerRevision{}
+	fleetRecordLists.Inc()
+	out := make([]*appsv1.ControllerRevision, 0, len(list.Items))
 	for i := range list.Items {
-		cr := &list.Items[i]
-		ref := fleet.Ref{Namespace: cr.Namespace, Name: cr.Labels[nodepoolv1.LabelPool]}
-		out[ref] = append(out[ref], cr)
+		out = append(out, &list.Items[i])
 	}
 	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"nodepool.dev/nodepool/internal/fleet"
 )
 
@@ -61,4 +63,58 @@ func (e *expectations) waiting(name string, now time.Time, cached func(fleet.Ref
 		wait = true
 	}
 	return wait
+}
+
+// records keeps, per pool, the history record of a fleet rollout's
+// trigger found at the last reconcile, with the version of the pool's
+// history it was read at: a pool's history record event (the watch's
+// map function, called once the cache holds the change) moves the
+// version on, and the next reconcile reads that pool's records again.
+// The other members under way are not read again: a reconcile reads the
+// history of the pools whose history changed, not of every pool rolling.
+type records struct {
+	mu       sync.Mutex
+	versions map[fleet.Ref]uint64
+	kept     map[fleet.Ref]keptRecord
+}
+
+type keptRecord struct {
+	uid     types.UID
+	at      time.Time
+	version uint64
+	rec     *fleet.Record
+}
+
+// changed moves the pool's history version on.
+func (r *records) changed(ref fleet.Ref) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.versions == nil {
+		r.versions = map[fleet.Ref]uint64{}
+	}
+	r.versions[ref]++
+}
+
+// get is the record kept for the pool (uid) and trigger time at the
+// pool's current history version; else false, and the version to keep
+// the record read now at (read before the list, so an event during it
+// makes the next reconcile read again).
+func (r *records) get(ref fleet.Ref, uid types.UID, at time.Time) (*fleet.Record, bool, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := r.versions[ref]
+	k, ok := r.kept[ref]
+	if ok && k.uid == uid && k.at.Equal(at) && k.version == v {
+		return k.rec, true, v
+	}
+	return nil, false, v
+}
+
+func (r *records) keep(ref fleet.Ref, uid types.UID, at time.Time, version uint64, rec *fleet.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kept == nil {
+		r.kept = map[fleet.Ref]keptRecord{}
+	}
+	r.kept[ref] = keptRecord{uid: uid, at: at, version: version, rec: rec}
 }

@@ -48,6 +48,17 @@ func indexLabels(ctx context.Context, indexer client.FieldIndexer) error {
 	return nil
 }
 
+// indexRevisions registers the pool-label index of history records only
+// (a shard's fleet rollout cache holds no other indexed type).
+func indexRevisions(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &appsv1.ControllerRevision{}, labelIndexName(nodepoolv1.LabelPool), func(o client.Object) []string {
+		if v, ok := o.GetLabels()[nodepoolv1.LabelPool]; ok {
+			return []string{v}
+		}
+		return nil
+	})
+}
+
 // indexedClient is the manager's client whose cached lists of indexed
 // types, selecting an indexed label's value, use that label's index.
 type indexedClient struct {

@@ -161,7 +161,7 @@ func setupFleetRollouts(mgr ctrl.Manager, settings Settings, opts controller.Opt
 		return nil
 	}
 	fr := &FleetRolloutReconciler{
-		Client:    mgr.GetClient(),
+		Client:    indexedClient{mgr.GetClient()},
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(settings.Shard.FieldManager()),
 		Clock:     settings.Clock,
@@ -172,7 +172,10 @@ func setupFleetRollouts(mgr ctrl.Manager, settings Settings, opts controller.Opt
 		if err != nil {
 			return err
 		}
-		fr.Client, fr.Cache = cl.GetClient(), cl.GetCache()
+		if err := indexRevisions(context.Background(), cl.GetFieldIndexer()); err != nil {
+			return fmt.Errorf("indexing the pools' history: %w", err)
+		}
+		fr.Client, fr.Cache = indexedClient{cl.GetClient()}, cl.GetCache()
 	}
 	registerFleetMetrics(fr.Client, settings.Clock)
 	return fr.SetupWithManager(mgr, opts)

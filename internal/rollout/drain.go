@@ -222,6 +222,7 @@ func saidForced(in Input, ds *DrainState, p *Plan) {
 func requeueDrain(in Input, ds *DrainState, p *Plan) {
 	if ds != nil && ds.next.After(in.Now) {
 		p.RequeueAfter = minPositive(p.RequeueAfter, ds.next.Sub(in.Now)+time.Second)
+		p.DueAfter = minPositive(p.DueAfter, ds.next.Sub(in.Now)+time.Second)
 	}
 }
 

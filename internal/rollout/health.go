@@ -467,6 +467,7 @@ func requeueHealth(in Input, d Decision, p *Plan) {
 	}
 	if !h.next.IsZero() {
 		p.RequeueAfter = minPositive(p.RequeueAfter, max(h.next.Sub(in.Now), 0)+time.Second)
+		p.DueAfter = minPositive(p.DueAfter, max(h.next.Sub(in.Now), 0)+time.Second)
 	}
 	if h.Phase != HealthIdle && h.Phase != HealthRolledBack {
 		p.RequeueAfter = minPositive(p.RequeueAfter, RolloutPollInterval)

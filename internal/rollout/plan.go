@@ -252,6 +252,7 @@ func planRequeue(in Input, p *Plan) {
 		next += time.Second
 	}
 	limit := in.Settings.ResyncPeriod
+	p.DueAfter = minPositive(next, limit)
 	if p.Updating != "" {
 		limit = minPositive(limit, RolloutPollInterval)
 	}

@@ -25,3 +25,43 @@ func TestAPoolWithMachinesNotReadyIsLookedAtAgainSoon(t *testing.T) {
 		t.Errorf("a pool with 0 of %d machines ready is requeued after %s, want at most %s", in.MachineDeployment.Replicas, p.RequeueAfter, NotReadyPollInterval)
 	}
 }
+
+// DueAfter is RequeueAfter without the poll intervals that guard against
+// a missed event: the resync for a settled pool, a rollout that starts or
+// machines not ready, and the pause's end for a pool paused for an hour;
+// it is never later than RequeueAfter's timed part.
+func TestDueAfterIsTheRequeueWithoutThePolls(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		edit         func(w *inputstest.World, in *Input)
+		requeue, due time.Duration
+	}{
+		{name: "settled", requeue: 10 * time.Minute, due: 10 * time.Minute},
+		{name: "a rollout starts", edit: func(w *inputstest.World, in *Input) {
+			w.Pool.Spec.Release.Version = "v1.36.4"
+		}, requeue: RolloutPollInterval, due: 10 * time.Minute},
+		{name: "machines not ready", edit: func(w *inputstest.World, in *Input) {
+			in.MachineDeployment.ReadyReplicas = 0
+		}, requeue: NotReadyPollInterval, due: 10 * time.Minute},
+		{name: "paused for an hour, a rollout waiting", edit: func(w *inputstest.World, in *Input) {
+			w.Pool.Spec.Release.Version = "v1.36.4"
+			w.Pool.Spec.Management.PausedUntil = in.Now.Add(time.Hour).Format(time.RFC3339)
+			in.Settings.ResyncPeriod = 2 * time.Hour
+		}, requeue: time.Hour + time.Second, due: time.Hour + time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := inputstest.New()
+			in := settled(t, w)
+			in.Settings.ResyncPeriod = 10 * time.Minute
+			in.Settings.TokenTTL = 24 * time.Hour
+			if tc.edit != nil {
+				tc.edit(w, &in)
+				in = relatest(t, in, w)
+			}
+			p := Decide(in)
+			if p.RequeueAfter != tc.requeue || p.DueAfter != tc.due {
+				t.Errorf("requeue after %s, due after %s; want %s and %s", p.RequeueAfter, p.DueAfter, tc.requeue, tc.due)
+			}
+		})
+	}
+}

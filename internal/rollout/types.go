@@ -211,6 +211,14 @@ type Plan struct {
 	// pause expiry, a scheduled forced rollout, cleanup, the resync period,
 	// sooner while a rollout moves); 0 means no need.
 	RequeueAfter time.Duration
+	// DueAfter is when something timed is due (a soak's end, a window, a
+	// pause's end, a scheduled forced rollout, a token rotation, cleanup,
+	// a drain's timeout, the resync period), without the poll intervals
+	// RequeueAfter adds while a rollout moves: those guard against an
+	// event the controller missed, so a model that misses none (a
+	// forecast's) looks again at DueAfter or at the next event. 0 means
+	// no need.
+	DueAfter time.Duration
 	// Maintenance is status.maintenance (nil without maintenance settings).
 	Maintenance *nodepoolv1.MaintenanceStatus
 	// Drains is status.drains: the nodes being drained and what holds them.

@@ -245,6 +245,12 @@ func (p *Pool) applyMachineSet(t *rollout.MachineDeploymentTarget) {
 // always succeeds at once in the model).
 func (p *Pool) applyNodeActions(plan rollout.Plan) {
 	now := p.w.Now
+	if len(plan.NodeActions) > 0 && p.w.NoPolls {
+		// The controller's writes to a Node it watches are events; the
+		// traced worlds see them at the next poll, a world without
+		// polls at once.
+		p.watch = true
+	}
 	for _, a := range plan.NodeActions {
 		var m *Machine
 		for _, x := range p.Machines {

@@ -3,9 +3,11 @@ package scenario
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,9 +226,19 @@ type PoolForecast struct {
 	// completes in the simulation (nil: not within the horizon).
 	Start, End *time.Time
 	// EndLow and EndHigh are Start plus the fastest and slowest
-	// predicted duration: how sure the end is.
+	// predicted duration (and Held): how sure the end is. End is Start
+	// plus the likely duration (Prediction.Likely) and Held: it lies
+	// between them.
 	EndLow, EndHigh *time.Time
-	Prediction      poolmath.Prediction
+	// Held is how much longer than predicted the rollout took in the
+	// model because something held it once it started (a window that
+	// closed, a pause); 0 when it waited for nothing.
+	Held       time.Duration
+	Prediction poolmath.Prediction
+	// Basis names the pools like it a young pool's prediction is from
+	// (Prediction.Peers > 0): "4 pools like it (DockerMachineTemplate of
+	// infrastructure.cluster.x-k8s.io, Replace, 3–10 machines)".
+	Basis string
 	// Holds say what holds it now (paused, an exclusion, outside its
 	// windows, halted).
 	Holds []string
@@ -308,28 +320,119 @@ func settleLead(pools []ForecastPool, boot time.Duration) time.Duration {
 // (poolmath.Predict; the declared settings when it is too short), and the
 // fleet rollout, if any, started. The world then runs to the horizon and
 // each pool's rollout of the latest payload is read from its history.
+//
+// Pools do not meet in the model but through a fleet rollout (its waves,
+// maxConcurrent, its held pools): the pools of the fleet rollout are one
+// world, every other pool a world of its own, and the worlds run in
+// parallel. A world of one pool steps only at that pool's events, so the
+// forecast grows with the fleet, not with its square.
 func RunForecast(in ForecastInput) Forecast {
 	horizon := in.Horizon
 	if horizon <= 0 {
 		horizon = DefaultForecastHorizon
 	}
 	now := in.Now.UTC().Truncate(time.Second)
+	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
+	groups := forecastGroups(in)
+	peers := peerIndexOf(in.Pools)
+	results := make([]forecastRun, len(groups))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(groups)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range next {
+				results[g] = runForecastWorld(in, now, horizon, groups[g], peers)
+			}
+		}()
+	}
+	for g := range groups {
+		next <- g
+	}
+	close(next)
+	wg.Wait()
+	out.Pools = make([]PoolForecast, len(in.Pools))
+	for g, r := range results {
+		for k, i := range groups[g].pools {
+			out.Pools[i] = r.pools[k]
+		}
+		out.Notes = append(out.Notes, r.notes...)
+		if groups[g].fleet != nil {
+			out.Waves, out.FleetEnd = r.waves, r.fleetEnd
+		}
+	}
+	out.summarize()
+	return out
+}
+
+// forecastGroup is the pools (indexes of ForecastInput.Pools) one world of
+// a forecast models, with the fleet rollout that joins them (nil: one pool
+// on its own).
+type forecastGroup struct {
+	pools []int
+	fleet *ForecastFleet
+}
+
+// forecastGroups are the worlds of a forecast: the fleet rollout's pools
+// together (first), every other pool alone.
+func forecastGroups(in ForecastInput) []forecastGroup {
+	var groups []forecastGroup
+	inFleet := map[fleet.Ref]bool{}
+	if in.Fleet != nil {
+		for _, r := range in.Fleet.Pools {
+			inFleet[r] = true
+		}
+		for r := range in.Fleet.Members {
+			inFleet[r] = true
+		}
+		g := forecastGroup{fleet: in.Fleet}
+		for i, fp := range in.Pools {
+			if inFleet[fleet.Ref{Namespace: fp.Pool.Namespace, Name: fp.Pool.Name}] {
+				g.pools = append(g.pools, i)
+			}
+		}
+		groups = append(groups, g)
+	}
+	for i, fp := range in.Pools {
+		if !inFleet[fleet.Ref{Namespace: fp.Pool.Namespace, Name: fp.Pool.Name}] {
+			groups = append(groups, forecastGroup{pools: []int{i}})
+		}
+	}
+	return groups
+}
+
+// forecastRun is what one world of a forecast says.
+type forecastRun struct {
+	pools    []PoolForecast
+	notes    []string
+	waves    []WaveForecast
+	fleetEnd *time.Time
+}
+
+// runForecastWorld models one group's pools (RunForecast).
+func runForecastWorld(in ForecastInput, now time.Time, horizon time.Duration, g forecastGroup, peers *peerIndex) forecastRun {
+	var run forecastRun
+	pools := make([]ForecastPool, 0, len(g.pools))
+	for _, i := range g.pools {
+		pools = append(pools, in.Pools[i])
+	}
 	const settleBoot = time.Minute
-	w := New(now.Add(-settleLead(in.Pools, settleBoot)))
+	w := New(now.Add(-settleLead(pools, settleBoot)))
 	// The controller's settings, but never faster than the model's
-	// defaults where they only set a cadence (token rotation, resync,
-	// cleanup): a development controller's 30s resync over 60 days would
-	// be millions of steps, and none of them decides when a pool rolls.
+	// defaults where they only set a cadence (cleanup), and without the
+	// token rotation and the resync, which the model (it misses no
+	// event: NoPolls) needs neither of: a development controller's 30s
+	// resync over 60 days would be millions of steps, and none of them
+	// decides when a pool rolls.
 	if s := in.Settings; s.TokenTTL > 0 {
-		s.TokenTTL = max(s.TokenTTL, w.Settings.TokenTTL)
-		s.ResyncPeriod = max(s.ResyncPeriod, w.Settings.ResyncPeriod)
 		s.CleanupGracePeriod = max(s.CleanupGracePeriod, w.Settings.CleanupGracePeriod)
 		w.Settings = s
 	}
-	w.BootDelay, w.AgentDelay, w.KeepGoing, w.Quiet = settleBoot, settleBoot, true, true
-	out := Forecast{Now: now, Horizon: horizon, PoolsAt: map[int]*time.Time{}, NodesAt: map[int]*time.Time{}}
+	w.Settings.TokenTTL, w.Settings.ResyncPeriod = 4*horizon, 2*horizon
+	w.BootDelay, w.AgentDelay, w.KeepGoing, w.Quiet, w.NoPolls = settleBoot, settleBoot, true, true, true
 	var entries []*forecastEntry
-	for _, fp := range in.Pools {
+	for _, fp := range pools {
 		spec := fp.Pool.Spec.DeepCopy()
 		replicas := fp.Machines
 		spec.Replicas, spec.AutoScaling = &replicas, nil
@@ -350,7 +453,11 @@ func RunForecast(in ForecastInput) Forecast {
 			}})
 		e.p.Past = fp.Past
 		if shape, ok := poolmath.ShapeOf(spec, replicas, replicas); ok {
-			e.pred = poolmath.Predict(shape, fp.Past)
+			like := peers.like(fp)
+			e.pred = poolmath.PredictFromPeers(shape, fp.Past, like)
+			if e.pred.Peers > 0 {
+				e.basis = peers.words(fp, like)
+			}
 		}
 		entries = append(entries, e)
 	}
@@ -359,7 +466,7 @@ func RunForecast(in ForecastInput) Forecast {
 		for _, e := range entries {
 			p := e.p
 			if got := len(p.Machines); got != int(e.fp.Machines) {
-				out.Notes = append(out.Notes, fmt.Sprintf("%s/%s: the model settled %d of its %d machines before the change", p.Obj.Namespace, p.Name, got, e.fp.Machines))
+				run.notes = append(run.notes, fmt.Sprintf("%s/%s: the model settled %d of its %d machines before the change", p.Obj.Namespace, p.Name, got, e.fp.Machines))
 			}
 			p.Obj.Spec.Management.PausedUntil, p.Obj.Spec.Management.Maintenance = e.pause, e.maint
 			p.Obj.Spec.Management.RolloutAfter = e.rolloutAfter
@@ -412,10 +519,10 @@ func RunForecast(in ForecastInput) Forecast {
 					Component: ch.Component.Name(), Since: metav1.NewTime(at), DesiredSince: &seen, Current: ch.From, Desired: ch.To})
 			}
 		}
-		if in.Fleet != nil {
-			fl = w.AddFleetRefs(in.Fleet.Name, in.Fleet.Spec, in.Fleet.Pools)
-			if st := in.Fleet.Status; st != nil && st.StartedAt != nil {
-				fl.resume(*st, in.Fleet.Members)
+		if g.fleet != nil {
+			fl = w.AddFleetRefs(g.fleet.Name, g.fleet.Spec, g.fleet.Pools)
+			if st := g.fleet.Status; st != nil && st.StartedAt != nil {
+				fl.resume(*st, g.fleet.Members)
 			}
 		}
 	})
@@ -424,15 +531,28 @@ func RunForecast(in ForecastInput) Forecast {
 			e.first = e.p.LastPlan()
 		}
 	})
+	restart := in.Fleet != nil && in.Fleet.Spec.Action == nodepoolv1.FleetActionRestart
+	// The run ends once every pool's rollout is read (and the fleet
+	// rollout is over): what follows changes nothing the forecast says.
+	w.Done = func(w *World) bool {
+		if w.Now.Before(now.Add(time.Second)) || fl != nil && !fl.terminal() {
+			return false
+		}
+		for _, e := range entries {
+			if !e.known(now, restart, fl != nil && e.p.Annotation(nodepoolv1.FleetRolloutPoolAnnotation(fl.Name)) != "") {
+				return false
+			}
+		}
+		return true
+	}
 	if err := w.Run(now.Add(horizon)); err != nil && len(w.Violations) == 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("the model stopped at %s: %v", w.Now.UTC().Format(time.RFC3339), err))
+		run.notes = append(run.notes, fmt.Sprintf("the model stopped at %s: %v", w.Now.UTC().Format(time.RFC3339), err))
 	}
 	if len(w.Violations) > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("the model found %d invariant violation(s), the first: %v", len(w.Violations), w.Violations[0]))
+		run.notes = append(run.notes, fmt.Sprintf("the model found %d invariant violation(s), the first: %v", len(w.Violations), w.Violations[0]))
 	}
-	restart := in.Fleet != nil && in.Fleet.Spec.Action == nodepoolv1.FleetActionRestart
 	for _, e := range entries {
-		out.Pools = append(out.Pools, e.read(now, restart, fl))
+		run.pools = append(run.pools, e.read(now, restart, fl))
 	}
 	if fl != nil {
 		for _, wv := range fl.Status.Waves {
@@ -443,23 +563,32 @@ func RunForecast(in ForecastInput) Forecast {
 			if wv.CompletedAt != nil {
 				wf.End = timePtr(wv.CompletedAt.Time)
 			}
-			out.Waves = append(out.Waves, wf)
+			run.waves = append(run.waves, wf)
 		}
 		if fl.Status.Phase == nodepoolv1.FleetPhaseComplete && fl.Status.CompletedAt != nil {
-			out.FleetEnd = timePtr(fl.Status.CompletedAt.Time)
+			run.fleetEnd = timePtr(fl.Status.CompletedAt.Time)
 		}
 	}
-	out.summarize()
-	return out
+	return run
 }
 
 // perRound is the time per round a prediction assumes: what the model's
-// machines take to boot (or update in place).
+// machines take to boot (or update in place), to the model's clock tick
+// (a second). It was once at least 30s, which made a 5-node pool that
+// rolls in 6s take 2m30s in the model: an end outside its own spread.
 func perRound(p poolmath.Prediction) time.Duration {
 	if p.Shape.Rounds <= 0 {
 		return 0
 	}
-	return max((p.Likely-p.Shape.Soak)/time.Duration(p.Shape.Rounds), 30*time.Second)
+	return max((p.Likely-p.Shape.Soak)/time.Duration(p.Shape.Rounds), time.Second)
+}
+
+// modelTicks is how far the model's run of a rollout that waits for
+// nothing may be from its prediction: its clock ticks in seconds, and
+// the engine looks again a second after a soak ends or a machine is due,
+// a couple of times a round.
+func modelTicks(s poolmath.Shape) time.Duration {
+	return time.Duration(2*s.Rounds+4) * time.Second
 }
 
 func timePtr(t time.Time) *time.Time { t = t.UTC(); return &t }
@@ -477,6 +606,9 @@ type forecastEntry struct {
 	// halted is why it cannot roll without a person (HaltOf).
 	halted string
 	pred   poolmath.Prediction
+	// basis says which pools like it the prediction is from ("" when
+	// from its own history or the declared settings).
+	basis string
 	// first is the pool's plan at the change: what holds it then.
 	first *rollout.Plan
 }
@@ -502,7 +634,7 @@ func (p *Pool) runningPayload() *payload.Payload {
 // now, when it started and completed, and what held the pool at now.
 func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecast {
 	p, obj := e.p, e.p.Obj
-	f := PoolForecast{Namespace: obj.Namespace, Name: obj.Name, Machines: e.fp.Machines, Prediction: e.pred}
+	f := PoolForecast{Namespace: obj.Namespace, Name: obj.Name, Machines: e.fp.Machines, Prediction: e.pred, Basis: e.basis}
 	policy := obj.Spec.Management.ManagementUpdates
 	if policy == "" {
 		policy = nodepoolv1.ManagementUpdatesOnNextRollout
@@ -536,27 +668,7 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		f.Start, f.End = timePtr(now), timePtr(now)
 		return f
 	}
-	latest, _ := p.Latest()
-	var rec *Record
-	for i := range p.History {
-		r := &p.History[i]
-		if r.Started.Before(now) {
-			continue
-		}
-		if restart && (r.ForcedAt == nil || r.ForcedAt.Before(now)) {
-			continue
-		}
-		if !restart && r.PayloadHash != latest.Hash {
-			continue
-		}
-		if rec == nil {
-			rec = r
-		}
-		if r.Outcome == OutcomeComplete {
-			rec = r
-			break
-		}
-	}
+	rec := e.record(now, restart)
 	if rec != nil {
 		f.Rolls = true
 		f.Start = timePtr(rec.Started)
@@ -579,12 +691,27 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		}
 		if rec.Outcome == OutcomeComplete && rec.Completed != nil {
 			f.End = timePtr(*rec.Completed)
+			if e.pred.Shape.Rounds > 0 {
+				// The model's machines take the likely time per round, so
+				// a rollout that waited for nothing takes the likely
+				// duration but for the model's clock ticks: the forecast
+				// says the duration it prints. One held longer keeps what
+				// held it, and its spread moves with it.
+				if held := rec.Completed.Sub(rec.Started) - e.pred.Likely; held > modelTicks(e.pred.Shape) {
+					f.Held = held
+				}
+				f.End = timePtr(rec.Started.Add(e.pred.Likely + f.Held))
+				f.EndLow, f.EndHigh = timePtr(rec.Started.Add(e.pred.Low+f.Held)), timePtr(rec.Started.Add(e.pred.High+f.Held))
+			}
 			for _, m := range p.Machines {
 				at := m.NodeAt
 				if p.InPlace() {
 					at = m.UpdatedAt
 				}
 				if m.Payload == rec.PayloadHash && !at.Before(rec.Started) {
+					if at.After(*f.End) {
+						at = *f.End
+					}
 					f.NodeTimes = append(f.NodeTimes, at.UTC())
 				}
 			}
@@ -609,6 +736,46 @@ func (e *forecastEntry) read(now time.Time, restart bool, fl *Fleet) PoolForecas
 		f.Reason = "does not run it within " + durationWords(e.horizon(now))
 	}
 	return f
+}
+
+// record is the pool's rollout the forecast reads: the first complete
+// rollout of the latest payload (for a restart, the first forced one)
+// that started at or after now, or the first such rollout when none
+// completed.
+func (e *forecastEntry) record(now time.Time, restart bool) *Record {
+	p := e.p
+	latest, _ := p.Latest()
+	var rec *Record
+	for i := range p.History {
+		r := &p.History[i]
+		if r.Started.Before(now) {
+			continue
+		}
+		if restart && (r.ForcedAt == nil || r.ForcedAt.Before(now)) {
+			continue
+		}
+		if !restart && r.PayloadHash != latest.Hash {
+			continue
+		}
+		if rec == nil {
+			rec = r
+		}
+		if r.Outcome == OutcomeComplete {
+			return r
+		}
+	}
+	return rec
+}
+
+// known reports whether the run says all it will of the pool: it is
+// halted, the change does not reach it, or the rollout read has
+// completed (later steps change no earlier record).
+func (e *forecastEntry) known(now time.Time, restart bool, wave bool) bool {
+	if e.halted != "" || len(e.fp.Change) == 0 && !(restart && wave) {
+		return true
+	}
+	r := e.record(now, restart)
+	return r != nil && r.Outcome == OutcomeComplete
 }
 
 // exclusionEndsAt reports whether one of the pool's exclusions ends just
@@ -733,4 +900,83 @@ func (f *Fleet) resume(st nodepoolv1.FleetRolloutStatus, members map[fleet.Ref]n
 		p.setAnnotation(key, fleet.Encode(m))
 	}
 	f.due = w.Now
+}
+
+// peerKey is what makes pools alike for a prediction: the same
+// infrastructure template kind of the same provider (its API group), the
+// same upgrade type (booting a machine and updating one in place take
+// different times).
+type peerKey struct{ kind, provider, upgrade string }
+
+func peerKeyOf(p *nodepoolv1.NodePool) peerKey {
+	ref := p.Spec.InfrastructureTemplateRef
+	upgrade := string(p.Spec.Management.UpgradeType)
+	if upgrade == "" {
+		upgrade = string(nodepoolv1.UpgradeTypeReplace)
+	}
+	return peerKey{kind: ref.Kind, provider: ref.APIGroup, upgrade: upgrade}
+}
+
+// peerIndex is, for each peerKey, the time per round of the pools of the
+// forecast whose own history is long enough (poolmath.PeerTimeOf), by
+// machine count.
+type peerIndex struct {
+	by map[peerKey][]poolmath.PeerTime
+}
+
+func peerIndexOf(pools []ForecastPool) *peerIndex {
+	x := &peerIndex{by: map[peerKey][]poolmath.PeerTime{}}
+	for _, fp := range pools {
+		if pt, ok := poolmath.PeerTimeOf(fp.Machines, fp.Past); ok {
+			k := peerKeyOf(fp.Pool)
+			x.by[k] = append(x.by[k], pt)
+		}
+	}
+	for k, pts := range x.by {
+		sort.SliceStable(pts, func(i, j int) bool { return pts[i].Machines < pts[j].Machines })
+		x.by[k] = pts
+	}
+	return x
+}
+
+// like are the pools like fp (its key, a machine count within a factor
+// of two), at most poolmath.MaxPeers of them, the nearest in machine
+// count; none when fp's own history is long enough.
+func (x *peerIndex) like(fp ForecastPool) []poolmath.PeerTime {
+	if _, ok := poolmath.PeerTimeOf(fp.Machines, fp.Past); ok || fp.Machines <= 0 {
+		return nil
+	}
+	pts := x.by[peerKeyOf(fp.Pool)]
+	m := fp.Machines
+	lo := sort.Search(len(pts), func(i int) bool { return 2*pts[i].Machines >= m })
+	hi := sort.Search(len(pts), func(i int) bool { return pts[i].Machines > 2*m })
+	if hi-lo <= poolmath.MaxPeers {
+		return pts[lo:hi]
+	}
+	// The nearest in machine count: out from where m would be, the
+	// nearer side first (the smaller on a tie).
+	l := sort.Search(hi-lo, func(i int) bool { return pts[lo+i].Machines >= m }) + lo - 1
+	r := l + 1
+	for r-l-1 < poolmath.MaxPeers {
+		if r >= hi || l >= lo && m-pts[l].Machines <= pts[r].Machines-m {
+			l--
+		} else {
+			r++
+		}
+	}
+	return pts[l+1 : r]
+}
+
+// words name the pools like fp a prediction is from.
+func (x *peerIndex) words(fp ForecastPool, like []poolmath.PeerTime) string {
+	k := peerKeyOf(fp.Pool)
+	lo, hi := like[0].Machines, like[0].Machines
+	for _, pt := range like {
+		lo, hi = min(lo, pt.Machines), max(hi, pt.Machines)
+	}
+	machines := fmt.Sprintf("%d machines", lo)
+	if hi != lo {
+		machines = fmt.Sprintf("%d–%d machines", lo, hi)
+	}
+	return fmt.Sprintf("%d pools like it (%s of %s, %s, %s)", len(like), k.kind, k.provider, k.upgrade, machines)
 }

@@ -92,6 +92,9 @@ func TestTheForecastOfAPlatformChangeIsWhatTheFleetThenDoes(t *testing.T) {
 		settleNew(t, w, spec("young", nodepoolv1.ManagementUpdatesRollout, nil)),
 		withHistory(t, w, spec("newnodes", nodepoolv1.ManagementUpdatesNewNodes, nil), 4*time.Minute),
 		withHistory(t, w, spec("onnext", nodepoolv1.ManagementUpdatesOnNextRollout, nil), 4*time.Minute),
+		settleNew(t, w, spec("lonely", nodepoolv1.ManagementUpdatesRollout, func(np *nodepoolv1.NodePool) {
+			np.Spec.InfrastructureTemplateRef = nodepoolv1.TemplateReference{Kind: "SimMachineTemplate", APIGroup: "infrastructure.sim.nodepool.dev", Name: "tmpl"}
+		})),
 	}
 	run(t, w, 5*time.Hour)
 	w.After(0, "the owner pauses a pool", func(*World) {
@@ -139,7 +142,7 @@ func TestTheForecastOfAPlatformChangeIsWhatTheFleetThenDoes(t *testing.T) {
 			t.Errorf("%s: forecast to end %s–%s, ended at %s", p.Name, f.EndLow, f.EndHigh, got.Completed)
 		}
 	}
-	want := map[string]string{"now": WhenNow, "tokyo": WhenWindow, "excluded": WhenWindow, "deadline": WhenDeadline, "paused": WhenPause, "young": WhenNow, "newnodes": WhenNever, "onnext": WhenNever}
+	want := map[string]string{"now": WhenNow, "tokyo": WhenWindow, "excluded": WhenWindow, "deadline": WhenDeadline, "paused": WhenPause, "young": WhenNow, "newnodes": WhenNever, "onnext": WhenNever, "lonely": WhenNow}
 	for _, f := range fc.Pools {
 		if f.When != want[f.Name] {
 			t.Errorf("%s: forecast %s, want %s", f.Name, f.When, want[f.Name])
@@ -151,8 +154,15 @@ func TestTheForecastOfAPlatformChangeIsWhatTheFleetThenDoes(t *testing.T) {
 	if !strings.HasPrefix(strings.Join(fc.Pools[4].Holds, ";"), "paused until") {
 		t.Errorf("paused: holds %v, want the pause", fc.Pools[4].Holds)
 	}
-	if young := fc.Pools[5]; !young.Prediction.FromSettings || young.Prediction.Short != 0 {
-		t.Errorf("young: prediction %+v, want from the declared settings (no rollout to go by)", young.Prediction)
+	// No rollout of its own to go by: the young pool is predicted from
+	// the pools like it (the same template, 3 machines), the lonely one,
+	// of another template, from the declared settings.
+	if young := fc.Pools[5]; young.Prediction.FromSettings || young.Prediction.Peers != 7 || young.Prediction.Short != 0 ||
+		!strings.Contains(young.Basis, "7 pools like it (DockerMachineTemplate of infrastructure.cluster.x-k8s.io, Replace, 3 machines)") {
+		t.Errorf("young: prediction %+v basis %q, want from the 7 pools like it", young.Prediction, young.Basis)
+	}
+	if lonely := fc.Pools[8]; !lonely.Prediction.FromSettings || lonely.Prediction.Peers != 0 || lonely.Basis != "" {
+		t.Errorf("lonely: prediction %+v basis %q, want from the declared settings (no pool like it)", lonely.Prediction, lonely.Basis)
 	}
 	if fc.PoolsAt[100] != nil || fc.PoolsAt[50] == nil || len(fc.Never) != 2 {
 		t.Errorf("summary %v never %v: want half by a time, never all, two pools never", fc.PoolsAt, fc.Never)

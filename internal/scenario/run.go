@@ -52,6 +52,9 @@ func (w *World) Run(end time.Time) error {
 		if err := w.Step(); err != nil && !w.KeepGoing {
 			return err
 		}
+		if w.Done != nil && w.Done(w) {
+			break
+		}
 		next := w.next()
 		if next.IsZero() || next.After(end) {
 			w.Now = end
@@ -158,8 +161,12 @@ func (p *Pool) reconcile() []error {
 	if a := plan.Decision.Action; a != rollout.ActionNone && p.stepAction == "" {
 		p.stepAction = a
 	}
-	p.due = p.w.Now.Add(plan.RequeueAfter)
-	if plan.RequeueAfter == 0 {
+	after := plan.RequeueAfter
+	if p.w.NoPolls {
+		after = plan.DueAfter
+	}
+	p.due = p.w.Now.Add(after)
+	if after == 0 {
 		p.due = time.Time{}
 	}
 	return p.w.check(p, in, plan)

@@ -58,6 +58,15 @@ type World struct {
 	// Quiet keeps no trace and checks no invariant: a forecast's run,
 	// which the tests check against the traced, checked one.
 	Quiet bool
+	// NoPolls looks at a pool again at the engine's DueAfter, not its
+	// RequeueAfter: the model misses no event, so the polls that guard a
+	// controller against a missed one are steps that change nothing (a
+	// forecast's run; the traced, checked worlds poll as the controller
+	// does).
+	NoPolls bool
+	// Done, when set, ends Run after a step it reports true for (a
+	// forecast's run, once it knows what it was run for).
+	Done  func(w *World) bool
 	notes []string
 }
 

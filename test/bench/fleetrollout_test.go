@@ -112,9 +112,12 @@ func BenchmarkWavedPlatformRollout(b *testing.B) {
 	b.ReportMetric(total.Seconds(), "s-to-complete")
 	b.ReportMetric(cpu*1000/float64(n), "controller-cpu-ms/pool")
 	b.ReportMetric(writes/float64(n), "api-writes/pool")
+	lists := p.sum(b, "nodepool_fleetrollout_history_lists_total", nil)
 	b.ReportMetric(fleetReconciles(), "fleetrollout-reconciles")
-	b.Logf("fleet rollout over %d pools (%d machines each): first wave after %.2f s, complete after %.1f s; controller CPU %.2f s (%.2f ms per pool), %.0f API writes (%.1f per pool), %.0f fleetrollout reconciles; load %s",
-		n, replicas, firstWave.Seconds(), total.Seconds(), cpu, cpu*1000/float64(n), writes, writes/float64(n), fleetReconciles(), loadAverage())
+	b.ReportMetric(fleetReconciles()/float64(n), "fleetrollout-reconciles/pool")
+	b.ReportMetric(lists/float64(n), "history-lists/pool")
+	b.Logf("fleet rollout over %d pools (%d machines each): first wave after %.2f s, complete after %.1f s; controller CPU %.2f s (%.2f ms per pool), %.0f API writes (%.1f per pool), %.0f fleetrollout reconciles (%.2f per pool), %.0f history lists (%.2f per pool); load %s",
+		n, replicas, firstWave.Seconds(), total.Seconds(), cpu, cpu*1000/float64(n), writes, writes/float64(n), fleetReconciles(), fleetReconciles()/float64(n), lists, lists/float64(n), loadAverage())
 }
 
 func envInt(b *testing.B, name string, def int) int {

@@ -99,6 +99,11 @@ type Prediction struct {
 	// soak + rounds × DefaultRoundDuration.
 	FromSettings bool
 	Short        int
+	// Peers is, for a pool whose own history is too short, how many
+	// pools like it the prediction is from (PredictFromPeers); Short is
+	// then how many of its own rollouts it had. 0: its own history, or
+	// the declared settings.
+	Peers int
 	// FailedInARow is how many of the newest rollouts failed their health
 	// check.
 	FailedInARow int
