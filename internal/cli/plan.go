@@ -198,8 +198,12 @@ func (o *Options) plan(ctx context.Context, files []string) error {
 	if len(results) == 0 {
 		return fmt.Errorf("no NodePool reads the given objects: nothing to plan (give the NodePool with -f, or -n/-A for the pools of another namespace)")
 	}
-	if o.Output != "table" {
-		if err := o.printStructured(results); err != nil {
+	if !o.tabular() {
+		objs := make([]object, 0, len(results))
+		for _, r := range results {
+			objs = append(objs, poolObject(r.Pool))
+		}
+		if err := o.printStructured(results, objs...); err != nil {
 			return err
 		}
 	} else if err := printPlan(o, results); err != nil {
