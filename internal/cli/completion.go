@@ -92,7 +92,7 @@ func (o *Options) registerCompletions(root *cobra.Command) error {
 			return err
 		}
 	}
-	formats := append([]string{outputTable, outputWide}, o.printFlags().AllowedFormats()...)
+	formats := append([]string{outputTable, outputWide}, newOutputFormats().allowed()...)
 	if err := root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp)); err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func TestOutputRefusesUnknownFormatsNamingTheAllowedOnes(t *testing.T) {
 	if code != ExitFailure {
 		t.Errorf("-o xml: exit %d, want %d", code, ExitFailure)
 	}
-	for _, want := range []string{`--output "xml" is not supported: use table, wide, `, "jsonpath", "name", "json", "yaml", "go-template"} {
+	for _, want := range []string{`--output "xml" is not supported: use table, wide, `, "jsonpath", "name", "json", "yaml"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("-o xml says %q, without %q", errOut, want)
 		}

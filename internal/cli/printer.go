@@ -48,12 +48,45 @@ func (o *Options) tabular() bool {
 // wide reports whether -o wide asks for every column.
 func (o *Options) wide() bool { return o.Output == outputWide }
 
-// printFlags are kubectl's printers for -o: json, yaml, name, jsonpath=,
-// jsonpath-as-json=, jsonpath-file=, go-template= and go-template-file=.
-func (o *Options) printFlags() *genericclioptions.PrintFlags {
-	pf := genericclioptions.NewPrintFlags("")
-	pf.OutputFormat = &o.Output
-	return pf
+// outputFormats are kubectl's printers for -o: json, yaml, kyaml, name
+// and the jsonpath ones (jsonpath=, jsonpath-as-json=, jsonpath-file=).
+// Go templates are left out: text/template's method calls keep every
+// exported method of every type in the binary (some 10 MB more).
+type outputFormats struct {
+	jsonYaml *genericclioptions.JSONYamlPrintFlags
+	name     *genericclioptions.NamePrintFlags
+	jsonPath *genericclioptions.JSONPathPrintFlags
+}
+
+func newOutputFormats() outputFormats {
+	return outputFormats{
+		jsonYaml: genericclioptions.NewJSONYamlPrintFlags(),
+		name:     genericclioptions.NewNamePrintFlags(""),
+		jsonPath: genericclioptions.NewJSONPathPrintFlags("", true),
+	}
+}
+
+// allowed lists the formats, as kubectl's --help and errors do.
+func (f outputFormats) allowed() []string {
+	var out []string
+	out = append(out, f.jsonYaml.AllowedFormats()...)
+	out = append(out, f.name.AllowedFormats()...)
+	return append(out, f.jsonPath.AllowedFormats()...)
+}
+
+// printer returns the printer of format, as genericclioptions.PrintFlags
+// picks one.
+func (f outputFormats) printer(format string) (printers.ResourcePrinter, error) {
+	if p, err := f.jsonYaml.ToPrinter(format); !genericclioptions.IsNoCompatiblePrinterError(err) {
+		return p, err
+	}
+	if p, err := f.name.ToPrinter(format); !genericclioptions.IsNoCompatiblePrinterError(err) {
+		return p, err
+	}
+	if p, err := f.jsonPath.ToPrinter(format); !genericclioptions.IsNoCompatiblePrinterError(err) {
+		return p, err
+	}
+	return nil, genericclioptions.NoCompatiblePrinterError{OutputFormat: &format, AllowedFormats: f.allowed()}
 }
 
 // checkOutput refuses an -o no printer handles, naming what is allowed.
@@ -61,11 +94,11 @@ func (o *Options) checkOutput() error {
 	if o.tabular() {
 		return nil
 	}
-	pf := o.printFlags()
-	if _, err := pf.ToPrinter(); err != nil {
+	f := newOutputFormats()
+	if _, err := f.printer(o.Output); err != nil {
 		if genericclioptions.IsNoCompatiblePrinterError(err) {
-			return fmt.Errorf("--output %q is not supported: use table, wide, %s (jsonpath and go-template take their template after =, as kubectl's -o does)",
-				o.Output, strings.Join(pf.AllowedFormats(), ", "))
+			return fmt.Errorf("--output %q is not supported: use table, wide, %s (jsonpath takes its template after =, as kubectl's -o does)",
+				o.Output, strings.Join(f.allowed(), ", "))
 		}
 		return fmt.Errorf("--output %q: %w", o.Output, err)
 	}
@@ -80,10 +113,10 @@ func poolObject(name string) object         { return object{kind: "NodePool", na
 func fleetRolloutObject(name string) object { return object{kind: "FleetRollout", name: name} }
 
 // printStructured prints v, the command's result, with the printer -o
-// names: json and yaml print it as it is, jsonpath and go-template run on
-// its JSON, name prints objects (kind.group/name, as kubectl does).
+// names: json and yaml print it as it is, jsonpath runs on its JSON, name
+// prints objects (kind.group/name, as kubectl does).
 func (o *Options) printStructured(v any, objects ...object) error {
-	p, err := o.printFlags().ToPrinter()
+	p, err := newOutputFormats().printer(o.Output)
 	if err != nil {
 		return err
 	}

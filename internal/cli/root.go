@@ -169,7 +169,7 @@ kubectl-nodepool (the nodepool binary behaves the same under that name).`,
 	flags := cmd.PersistentFlags()
 	o.ConfigFlags.AddFlags(flags)
 	flags.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list pools of every namespace (fleet, plan)")
-	flags.StringVarP(&o.Output, "output", "o", outputTable, "output format: table, wide (every column), json, yaml, name (kind.group/name of the objects shown), jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE, jsonpath-file=FILE, go-template=TEMPLATE or go-template-file=FILE (kubectl's printers; templates run on what -o json prints)")
+	flags.StringVarP(&o.Output, "output", "o", outputTable, "output format: table, wide (every column), json, yaml, name (kind.group/name of the objects shown), jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (kubectl's printers; a jsonpath runs on what -o json prints)")
 	flags.StringVar(&o.ControllerNamespace, "controller-namespace", settings.DefaultNamespace, "namespace where the controller publishes its settings (ConfigMap "+settings.ConfigMapName+"), which plan, diff and rollout status decide with")
 	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return o.checkOutput() }
 
