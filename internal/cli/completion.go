@@ -88,15 +88,28 @@ func (o *Options) registerCompletions(root *cobra.Command) error {
 		if err != nil {
 			return err
 		}
-		if err := c.RegisterFlagCompletionFunc(f.flag, cobra.FixedCompletions(f.values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+		if err := c.RegisterFlagCompletionFunc(f.flag, fixedCompletions(f.values)); err != nil {
 			return err
 		}
 	}
 	formats := append([]string{outputTable, outputWide}, newOutputFormats().allowed()...)
-	if err := root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+	if err := root.RegisterFlagCompletionFunc("output", fixedCompletions(formats)); err != nil {
 		return err
 	}
 	return root.RegisterFlagCompletionFunc("namespace", o.completeNames(o.namespaceNames))
+}
+
+// fixedCompletions completes with the values starting with what is typed.
+func fixedCompletions(values []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []cobra.Completion
+		for _, v := range values {
+			if strings.HasPrefix(v, toComplete) {
+				out = append(out, v)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 // completeFirstArg completes the first argument with names, and nothing

@@ -150,3 +150,21 @@ func TestEveryCommandDocumentsItsExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// Flags with a fixed set of values complete those starting with what is
+// typed, and never file names.
+func TestFixedValuesComplete(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "fleet", "--sort-by", "drift"}, "drift\ndrift-age\n:4\n"},
+		{[]string{"__complete", "diff", "workers", "--against", ""}, "new-node\nlatest\n:4\n"},
+		{[]string{"__complete", "fleet", "-o", "js"}, "json\njsonpath\njsonpath-as-json\njsonpath-file\n:4\n"},
+		{[]string{"__complete", "fleet", "rollout", "x", "--action", "re"}, "restart\n:4\n"},
+	} {
+		if out, errOut, code := run(t, c.args...); code != 0 || out != c.want {
+			t.Errorf("%s: exit %d, printed %q, want %q (%s)", strings.Join(c.args, " "), code, out, c.want, errOut)
+		}
+	}
+}
