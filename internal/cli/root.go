@@ -149,8 +149,12 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 worker machines on Cluster API whose nodes are replaced only when their owner
 asks (docs/rollouts.md explains every way a rollout starts or does not).
 
-Install it as a kubectl plugin by putting the binary on your PATH under the name
-kubectl-nodepool (the nodepool binary behaves the same under that name).`,
+Install it as a kubectl plugin by putting the binary kubectl-nodepool on your
+PATH; kubectl_complete-nodepool beside it lets kubectl (1.26 or later) complete
+pool, FleetRollout and revision names from the cluster.
+
+-o takes kubectl's printers (json, yaml, name, jsonpath=...) and wide besides
+the default table.`,
 		Example: `  # Will my edit replace nodes? Predict it with the controller's own engine.
   kubectl nodepool plan -f workers.yaml -f chrony-configmap.yaml
 
