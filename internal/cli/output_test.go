@@ -168,3 +168,17 @@ func TestFixedValuesComplete(t *testing.T) {
 		}
 	}
 }
+
+// plan words an admission refusal of the edited pool as refused (exit 1);
+// the authorizer's refusal (RBAC) is exit 5.
+func TestPlanTellsRBACFromAdmission(t *testing.T) {
+	gr := schema.GroupResource{Group: "nodepool.dev", Resource: "nodepools"}
+	rbac := apierrors.NewForbidden(gr, "workers", fmt.Errorf(`User "nobody@example.com" cannot update resource "nodepools" in API group "nodepool.dev" in the namespace "team-a"`))
+	admission := apierrors.NewForbidden(gr, "workers", fmt.Errorf(`ValidatingAdmissionPolicy 'nodepool-spec' with binding 'nodepool-spec' denied request: spec.replicas must be at most 100`))
+	if !rbacDenied(rbac) || exitCode(rbac) != ExitUnreachable {
+		t.Errorf("%v: rbacDenied %v, exit %d", rbac, rbacDenied(rbac), exitCode(rbac))
+	}
+	if rbacDenied(admission) {
+		t.Errorf("%v is taken for RBAC's", admission)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"time"
 
@@ -273,7 +274,7 @@ func (o *Options) planPool(ctx context.Context, c client.Client, sources client.
 	if edited != nil {
 		p, err := dryRun(ctx, c, edited, live)
 		if err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) {
+			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) && !rbacDenied(err) {
 				r.Rollout, r.Message = PlanRefused, "the API server refuses the edited NodePool: "+apiMessage(err)
 				return r, nil
 			}
@@ -331,6 +332,15 @@ func dryRun(ctx context.Context, c client.Client, edited, live *nodepoolv1.NodeP
 }
 
 // apiMessage is the API server's message of an error without its prefix.
+// rbacDenied reports whether a 403 is the authorizer's (the user may not
+// write NodePools: exit 5), not an admission refusal of the pool.
+func rbacDenied(err error) bool {
+	return apierrors.IsForbidden(err) && rbacDenial.MatchString(apiMessage(err))
+}
+
+// rbacDenial is how the API server's authorizer words a refusal.
+var rbacDenial = regexp.MustCompile(`User "[^"]*" cannot [a-z]+ resource "`)
+
 func apiMessage(err error) string {
 	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Message != "" {
 		return s.Status().Message
