@@ -1,19 +1,15 @@
-// Command nodepool is the one binary of nodepool: each part of the system
-// is a subcommand, wired here from the package that owns it.
-// Run under the name kubectl-nodepool (a symlink or copy on the PATH), it is
-// the kubectl plugin instead.
+// Command nodepool is the one binary of nodepool's server side: each part
+// of the system is a subcommand, wired here from the package that owns it.
+// The kubectl plugin is its own, smaller binary: cmd/kubectl-nodepool.
 package main
 
 import (
 	"context"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"nodepool.dev/nodepool/internal/cli"
 	"nodepool.dev/nodepool/internal/controller"
 	"nodepool.dev/nodepool/internal/devenv"
 	"nodepool.dev/nodepool/internal/payloadserver"
@@ -25,9 +21,6 @@ func main() {
 	// nodepool_build_info on the controller's /metrics (the payload server
 	// registers it on its own registry).
 	ctrlmetrics.Registry.MustRegister(version.NewCollector())
-	if isPlugin(os.Args[0]) {
-		cli.Main()
-	}
 	if err := newRootCommand().ExecuteContext(context.Background()); err != nil {
 		os.Exit(1)
 	}
@@ -49,10 +42,4 @@ func newRootCommand() *cobra.Command {
 		version.NewCommand(),
 	)
 	return root
-}
-
-// isPlugin reports whether the binary runs as the kubectl plugin: under the
-// name kubectl-nodepool (kubectl-nodepool.exe on Windows).
-func isPlugin(argv0 string) bool {
-	return strings.TrimSuffix(filepath.Base(argv0), ".exe") == "kubectl-nodepool"
 }

@@ -112,7 +112,9 @@ func TestRelease(t *testing.T) {
 				URI      string
 				SHA256   string
 				Bin      string
+				Files    []struct{ From, To string }
 			}
+			Caveats string
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(out, "krew", "nodepool.yaml"))
@@ -131,6 +133,15 @@ func TestRelease(t *testing.T) {
 		p.Selector.MatchLabels["os"] != "linux" || p.Selector.MatchLabels["arch"] != "amd64" {
 		t.Errorf("krew platform %+v", p)
 	}
+	// krew installs the completion script beside the plugin; the caveats
+	// say how to put it on the PATH.
+	installs := map[string]bool{}
+	for _, f := range p.Files {
+		installs[f.From] = true
+	}
+	if !installs["kubectl-nodepool"] || !installs["kubectl_complete-nodepool"] || !installs["LICENSE"] || !strings.Contains(plugin.Spec.Caveats, "kubectl_complete-nodepool") {
+		t.Errorf("the krew manifest installs %v with caveats %q: want kubectl-nodepool, kubectl_complete-nodepool and LICENSE, and how to link the completion", p.Files, plugin.Spec.Caveats)
+	}
 
 	// The plugin archive holds kubectl-nodepool, which runs as the plugin.
 	if runtime.GOOS != host.OS || runtime.GOARCH != host.Arch {
@@ -144,6 +155,32 @@ func TestRelease(t *testing.T) {
 	if outb, _ := exec.Command(bin, "--help").CombinedOutput(); !strings.Contains(string(outb), "kubectl nodepool") {
 		t.Errorf("kubectl-nodepool does not run as the plugin:\n%s", outb)
 	}
+	// It is the plugin's own binary, not the server's under another name.
+	if outb, err := exec.Command(bin, "controller", "--help").CombinedOutput(); err == nil {
+		t.Errorf("kubectl-nodepool runs the controller: it is the server's binary:\n%s", outb)
+	}
+	server, plug := fileSize(t, res.Image.Binaries[host]), fileSize(t, bin)
+	t.Logf("kubectl-nodepool %.1f MiB, nodepool %.1f MiB", float64(plug)/(1<<20), float64(server)/(1<<20))
+	if plug >= server {
+		t.Errorf("kubectl-nodepool is %d bytes, no smaller than nodepool's %d", plug, server)
+	}
+	// The completion script kubectl runs hands the words to the plugin's
+	// __complete.
+	script := untar(t, filepath.Join(out, "kubectl-nodepool_linux_amd64.tar.gz"), "kubectl_complete-nodepool")
+	complete := exec.Command(script, "fleet", "--sort-by", "drift")
+	complete.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if outb, err := complete.Output(); err != nil || string(outb) != "drift\ndrift-age\n:4\n" {
+		t.Errorf("kubectl_complete-nodepool fleet --sort-by drift: %v\n%s", err, outb)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
 }
 
 // host is the platform of the test release: the others differ only by

@@ -36,11 +36,11 @@ func (o *Options) kubeClient() (client.Client, error) {
 	}
 	cfg, err := o.ConfigFlags.ToRESTConfig()
 	if err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+		return nil, unreachableError(fmt.Errorf("reading the kubeconfig: %w", err))
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the API server %s: %w", cfg.Host, err)
+		return nil, unreachableError(fmt.Errorf("connecting to the API server %s: %w", cfg.Host, err))
 	}
 	o.client = c
 	return c, nil
@@ -50,7 +50,7 @@ func (o *Options) kubeClient() (client.Client, error) {
 func (o *Options) namespace() (string, error) {
 	ns, _, err := o.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
-		return "", fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+		return "", unreachableError(fmt.Errorf("reading the namespace from the kubeconfig: %w", err))
 	}
 	return ns, nil
 }
@@ -68,7 +68,7 @@ func (o *Options) getPool(ctx context.Context, name string) (client.Client, *nod
 	pool := &nodepoolv1.NodePool{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("NodePool %s/%s not found: check the name and the namespace (-n)", ns, name)
+			return nil, nil, unreachableError(fmt.Errorf("NodePool %s/%s not found: check the name and the namespace (-n)", ns, name))
 		}
 		return nil, nil, fmt.Errorf("reading NodePool %s/%s: %w", ns, name, err)
 	}

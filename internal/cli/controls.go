@@ -286,9 +286,9 @@ func (o *Options) warnPaused(pool *nodepoolv1.NodePool, pause poolmath.Pause) {
 // done reports a change of the pool: the message, or with -o json or yaml
 // the pool as it is now.
 func (o *Options) done(pool *nodepoolv1.NodePool, format string, args ...any) error {
-	if o.Output != "table" {
+	if !o.tabular() {
 		pool.ManagedFields = nil
-		return o.printStructured(pool)
+		return o.printStructured(pool, poolObject(pool.Name))
 	}
 	_, err := fmt.Fprintf(o.out(), format, args...)
 	return err

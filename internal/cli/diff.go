@@ -82,8 +82,8 @@ the pending platform changes of status.pendingManagementChanges.`,
 			if err != nil {
 				return err
 			}
-			if o.Output != "table" {
-				return o.printStructured(d)
+			if !o.tabular() {
+				return o.printStructured(d, poolObject(args[0]))
 			}
 			return printDiff(o.out(), o.ErrOut, d)
 		},

@@ -47,7 +47,7 @@ func (o *Options) controllerSettings(ctx context.Context, c client.Reader) (*con
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, key, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("the controller's settings ConfigMap %s is not there: the controller publishes it when it starts (is it running, and in namespace %s? set --controller-namespace)", key, o.ControllerNamespace)
+			return nil, unreachableError(fmt.Errorf("the controller's settings ConfigMap %s is not there: the controller publishes it when it starts (is it running, and in namespace %s? set --controller-namespace)", key, o.ControllerNamespace))
 		}
 		return nil, fmt.Errorf("reading the controller's settings ConfigMap %s: %w", key, err)
 	}

@@ -137,15 +137,22 @@ POOL names the pods that hold them).`,
 			}
 			sort.SliceStable(rows, func(i, j int) bool { return fleetOrders["name"](rows[i], rows[j]) })
 			sort.SliceStable(rows, func(i, j int) bool { return less(rows[i], rows[j]) })
-			if o.Output != "table" {
+			if !o.tabular() {
 				if rows == nil {
 					rows = []FleetRow{}
 				}
-				return o.printStructured(rows)
+				objs := make([]object, 0, len(rows))
+				for _, r := range rows {
+					objs = append(objs, poolObject(r.Pool))
+				}
+				return o.printStructured(rows, objs...)
 			}
 			if len(rows) == 0 {
 				_, err := fmt.Fprintln(o.out(), "No NodePools found.")
 				return err
+			}
+			if o.wide() {
+				return fleetWideTable(o.now(), rows).print(o.out())
 			}
 			return fleetTable(o.now(), rows).print(o.out())
 		},
@@ -226,23 +233,36 @@ func fleetRows(now time.Time, pools []nodepoolv1.NodePool, pendingOnly bool) []F
 }
 
 func fleetTable(now time.Time, rows []FleetRow) *table {
+	return fleetColumns(now, rows, false)
+}
+
+// fleetWideTable is -o wide: every column, also those no pool fills, and
+// each pool's policy for pending drift (MANAGEMENT-UPDATES).
+func fleetWideTable(now time.Time, rows []FleetRow) *table {
+	return fleetColumns(now, rows, true)
+}
+
+func fleetColumns(now time.Time, rows []FleetRow, wide bool) *table {
 	t := &table{header: []string{"NAMESPACE", "POOL", "CLUSTER", "VERSION", "READY", "UP-TO-DATE", "PHASE", "UPDATING", "PAUSED", "PENDING-DRIFT", "OLDEST-DRIFT"}}
-	windows := withWindows(rows) // window.go: the window columns when a pool has maintenance settings
+	if wide {
+		t.header = append(t.header, "MANAGEMENT-UPDATES")
+	}
+	windows := wide || withWindows(rows) // window.go: the window columns when a pool has maintenance settings
 	if windows {
 		t.header = append(t.header, "NEXT-WINDOW", "DRIFT-DEADLINE")
 	}
-	fleets := withFleetRollouts(rows) // the fleet rollout column when a pool belongs to one
+	fleets := wide || withFleetRollouts(rows) // the fleet rollout column when a pool belongs to one
 	if fleets {
 		t.header = append(t.header, "FLEET-ROLLOUT")
 	}
-	latest := false // the forecast column when a pool has pending drift
+	latest := wide // the forecast column when a pool has pending drift
 	for _, r := range rows {
 		latest = latest || r.RunsLatest != ""
 	}
 	if latest {
 		t.header = append(t.header, "RUNS-LATEST")
 	}
-	drains := withDrains(rows) // fleet_drains.go: the drains column when a pool drains a node
+	drains := wide || withDrains(rows) // fleet_drains.go: the drains column when a pool drains a node
 	if drains {
 		t.header = append(t.header, "DRAINS")
 	}
@@ -264,6 +284,9 @@ func fleetTable(now time.Time, rows []FleetRow) *table {
 		}
 		row := []string{r.Namespace, r.Pool, r.Cluster, or(r.Version, "-"), fmt.Sprintf("%d/%d", r.Ready, r.Desired), fmt.Sprintf("%d/%d", r.UpToDate, r.Desired),
 			or(r.Phase, "-"), updatingCell(r), paused, or(strings.Join(drift, ","), "-"), oldest}
+		if wide {
+			row = append(row, or(r.ManagementUpdates, "-"))
+		}
 		if windows {
 			next := whenCell(now, r.NextWindow, "open")
 			if r.NextWindow == nil && r.alwaysOpen {

@@ -244,8 +244,12 @@ func (o *Options) forecast(ctx context.Context, files []string, fleetFile string
 	if fc != nil {
 		res.FleetRollout = fc.Name
 	}
-	if o.Output != "table" {
-		if err := o.printStructured(res); err != nil {
+	if !o.tabular() {
+		objs := make([]object, 0, len(res.Pools))
+		for _, p := range res.Pools {
+			objs = append(objs, poolObject(p.Pool))
+		}
+		if err := o.printStructured(res, objs...); err != nil {
 			return err
 		}
 	} else if err := printForecast(o, res); err != nil {

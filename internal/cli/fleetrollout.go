@@ -74,9 +74,9 @@ continue with resume (also after a halt), end it with cancel.`,
 			if err := c.Create(cmd.Context(), fr, opts...); err != nil {
 				return fmt.Errorf("creating FleetRollout %s: %w", fr.Name, err)
 			}
-			if o.Output != "table" {
+			if !o.tabular() {
 				fr.ManagedFields = nil
-				return o.printStructured(fr)
+				return o.printStructured(fr, fleetRolloutObject(fr.Name))
 			}
 			what := "created"
 			if f.dryRun {
@@ -199,9 +199,9 @@ func (o *Options) patchFleetRollout(ctx context.Context, name, field string, cha
 			return fmt.Errorf("setting %s on FleetRollout %s: %w", field, name, err)
 		}
 	}
-	if o.Output != "table" {
+	if !o.tabular() {
 		fr.ManagedFields = nil
-		return o.printStructured(fr)
+		return o.printStructured(fr, fleetRolloutObject(fr.Name))
 	}
 	_, err = fmt.Fprintf(o.out(), "fleetrollout %s %s\n", name, msg)
 	return err

@@ -153,7 +153,7 @@ func (o *Options) fleetRolloutStatus(ctx context.Context, name string, watch boo
 			return err
 		}
 		r := reportOf(fr, nil)
-		if o.Output == "table" {
+		if o.tabular() {
 			if l := r.line(); l != last {
 				fmt.Fprintln(o.out(), l)
 				last = l
@@ -165,8 +165,8 @@ func (o *Options) fleetRolloutStatus(ctx context.Context, name string, watch boo
 				return perr
 			}
 			r = reportOf(fr, pools)
-			if o.Output != "table" {
-				if perr := o.printStructured(r); perr != nil {
+			if !o.tabular() {
+				if perr := o.printStructured(r, fleetRolloutObject(fr.Name)); perr != nil {
 					return perr
 				}
 				return err

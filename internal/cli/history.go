@@ -62,16 +62,16 @@ owner-facing spec it rolled out (what rollout undo restores).`,
 				if err != nil {
 					return err
 				}
-				if o.Output != "table" {
-					return o.printStructured(detail)
+				if !o.tabular() {
+					return o.printStructured(detail, poolObject(pool.Name))
 				}
 				return printRevision(o.out(), o.now(), detail)
 			}
-			if o.Output != "table" {
+			if !o.tabular() {
 				if entries == nil {
 					entries = []history.Entry{}
 				}
-				return o.printStructured(entries)
+				return o.printStructured(entries, poolObject(pool.Name))
 			}
 			if len(entries) == 0 {
 				_, err := fmt.Fprintf(o.out(), "No rollouts recorded for %s yet.\n", poolRef(pool))

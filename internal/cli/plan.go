@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"time"
 
@@ -198,8 +199,12 @@ func (o *Options) plan(ctx context.Context, files []string) error {
 	if len(results) == 0 {
 		return fmt.Errorf("no NodePool reads the given objects: nothing to plan (give the NodePool with -f, or -n/-A for the pools of another namespace)")
 	}
-	if o.Output != "table" {
-		if err := o.printStructured(results); err != nil {
+	if !o.tabular() {
+		objs := make([]object, 0, len(results))
+		for _, r := range results {
+			objs = append(objs, poolObject(r.Pool))
+		}
+		if err := o.printStructured(results, objs...); err != nil {
 			return err
 		}
 	} else if err := printPlan(o, results); err != nil {
@@ -269,7 +274,7 @@ func (o *Options) planPool(ctx context.Context, c client.Client, sources client.
 	if edited != nil {
 		p, err := dryRun(ctx, c, edited, live)
 		if err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) {
+			if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) && !rbacDenied(err) {
 				r.Rollout, r.Message = PlanRefused, "the API server refuses the edited NodePool: "+apiMessage(err)
 				return r, nil
 			}
@@ -327,6 +332,15 @@ func dryRun(ctx context.Context, c client.Client, edited, live *nodepoolv1.NodeP
 }
 
 // apiMessage is the API server's message of an error without its prefix.
+// rbacDenied reports whether a 403 is the authorizer's (the user may not
+// write NodePools: exit 5), not an admission refusal of the pool.
+func rbacDenied(err error) bool {
+	return apierrors.IsForbidden(err) && rbacDenial.MatchString(apiMessage(err))
+}
+
+// rbacDenial is how the API server's authorizer words a refusal.
+var rbacDenial = regexp.MustCompile(`User "[^"]*" cannot [a-z]+ resource "`)
+
 func apiMessage(err error) string {
 	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Message != "" {
 		return s.Status().Message

@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"nodepool.dev/nodepool/internal/settings"
-	"nodepool.dev/nodepool/internal/version"
 )
 
 // Options are the flags and streams every command shares.
@@ -46,8 +51,8 @@ func (o *Options) now() time.Time {
 	return time.Now()
 }
 
-// ExitError carries the exit code of a failed command: 1 for a failure, 2
-// for a stalled or indefinitely paused rollout, 3 for a timeout.
+// ExitError carries the exit code of a failed command (the Exit
+// constants).
 type ExitError struct {
 	Code int
 	Err  error
@@ -56,11 +61,25 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
-// Exit codes of `kubectl nodepool`.
+// Exit codes of `kubectl nodepool`. 1 to 4 are what a command found out
+// (a rollout's or a plan's outcome); 5 is that it could not ask: the
+// cluster cannot be reached, the request is not allowed, or what it names
+// is not there.
 const (
+	// ExitFailure: the rollout cannot proceed (failed, halted, cancelled),
+	// a planned pool is refused or invalid, or any other error (a bad
+	// flag or input file).
 	ExitFailure = 1
+	// ExitStalled: a rollout stalled, is paused indefinitely or waits
+	// for its maintenance window.
 	ExitStalled = 2
+	// ExitTimeout: --timeout passed before the rollout completed.
 	ExitTimeout = 3
+	// ExitUnreachable: the API server cannot be reached (or the
+	// kubeconfig names none), refuses the credentials or the request
+	// (401, 403), or the object named is not found (a pool, a FleetRollout,
+	// the controller's settings, an API nodepool's CRDs serve).
+	ExitUnreachable = 5
 )
 
 // Main runs the plugin with the process's arguments and exits.
@@ -79,12 +98,46 @@ func Run(ctx context.Context, streams genericiooptions.IOStreams, args []string)
 		return 0
 	}
 	fmt.Fprintln(streams.ErrOut, "error:", err)
+	return exitCode(err)
+}
+
+// exitCode is the code err exits with: an ExitError's, ExitUnreachable
+// for the API server's 401, 403 and 404 and for a server that does not
+// answer, else ExitFailure.
+func exitCode(err error) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
+	if unreachable(err) {
+		return ExitUnreachable
+	}
 	return ExitFailure
 }
+
+// unreachable reports whether err says the cluster could not be asked:
+// not reached, not allowed, or the object (or its API) not found.
+func unreachable(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		switch status.Status().Reason {
+		case metav1.StatusReasonUnauthorized, metav1.StatusReasonForbidden, metav1.StatusReasonNotFound, metav1.StatusReasonServiceUnavailable:
+			return true
+		}
+		return false
+	}
+	if meta.IsNoMatchError(err) || discovery.IsGroupDiscoveryFailedError(err) {
+		return true
+	}
+	// client-go wraps a failed connection (refused, DNS, TLS, timeout) in
+	// a *url.Error.
+	var uerr *url.Error
+	var nerr net.Error
+	return errors.As(err, &uerr) || errors.As(err, &nerr)
+}
+
+// unreachableError marks err as ExitUnreachable.
+func unreachableError(err error) error { return &ExitError{Code: ExitUnreachable, Err: err} }
 
 // NewCommand returns `kubectl nodepool` with its subcommands.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
@@ -96,8 +149,12 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 worker machines on Cluster API whose nodes are replaced only when their owner
 asks (docs/rollouts.md explains every way a rollout starts or does not).
 
-Install it as a kubectl plugin by putting the binary on your PATH under the name
-kubectl-nodepool (the nodepool binary behaves the same under that name).`,
+Install it as a kubectl plugin by putting the binary kubectl-nodepool on your
+PATH; kubectl_complete-nodepool beside it lets kubectl (1.26 or later) complete
+pool, FleetRollout and revision names from the cluster.
+
+-o takes kubectl's printers (json, yaml, name, jsonpath=...) and wide besides
+the default table.`,
 		Example: `  # Will my edit replace nodes? Predict it with the controller's own engine.
   kubectl nodepool plan -f workers.yaml -f chrony-configmap.yaml
 
@@ -116,15 +173,9 @@ kubectl-nodepool (the nodepool binary behaves the same under that name).`,
 	flags := cmd.PersistentFlags()
 	o.ConfigFlags.AddFlags(flags)
 	flags.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "list pools of every namespace (fleet, plan)")
-	flags.StringVarP(&o.Output, "output", "o", "table", "output format: table, json or yaml")
+	flags.StringVarP(&o.Output, "output", "o", outputTable, "output format: table, wide (every column), json, yaml, name (kind.group/name of the objects shown), jsonpath=TEMPLATE, jsonpath-as-json=TEMPLATE or jsonpath-file=FILE (kubectl's printers; a jsonpath runs on what -o json prints)")
 	flags.StringVar(&o.ControllerNamespace, "controller-namespace", settings.DefaultNamespace, "namespace where the controller publishes its settings (ConfigMap "+settings.ConfigMapName+"), which plan, diff and rollout status decide with")
-	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
-		switch o.Output {
-		case "table", "json", "yaml":
-			return nil
-		}
-		return fmt.Errorf("--output %q is not supported: use table, json or yaml", o.Output)
-	}
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error { return o.checkOutput() }
 
 	rollout := &cobra.Command{
 		Use:   "rollout",
@@ -147,7 +198,11 @@ them (pause, resume).`,
 	)
 	fleet := newFleetCommand(o)
 	fleet.AddCommand(newFleetRolloutCommand(o), newFleetForecastCommand(o))
-	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), fleet, version.NewCommand())
+	cmd.AddCommand(rollout, newDiffCommand(o), newPlanCommand(o), fleet, newVersionCommand(o))
+	documentExitCodes(cmd)
+	if err := o.registerCompletions(cmd); err != nil {
+		panic(err) // a command or flag named in completion.go does not exist: a programming error the tests catch
+	}
 	return cmd
 }
 

@@ -125,15 +125,15 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 		if err != nil {
 			return err
 		}
-		if o.Output == "table" {
+		if o.tabular() {
 			if line := st.line(); line != lastLine {
 				fmt.Fprintln(o.out(), line)
 				lastLine = line
 			}
 		}
 		finish := func(err error) error {
-			if o.Output != "table" {
-				if perr := o.printStructured(st); perr != nil {
+			if !o.tabular() {
+				if perr := o.printStructured(st, poolObject(pool.Name)); perr != nil {
 					return perr
 				}
 			}

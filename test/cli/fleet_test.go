@@ -61,7 +61,7 @@ func TestFleetListsPendingDriftByComponentWithItsAge(t *testing.T) {
 	if r := fails(t, ns, cli.ExitFailure, "fleet", "--sort-by", "size"); !strings.Contains(r.err, "use one of cluster, drift, drift-age, name, version") {
 		t.Errorf("bad --sort-by: %s", r.err)
 	}
-	if r := fails(t, ns, cli.ExitFailure, "fleet", "-o", "wide"); !strings.Contains(r.err, `--output "wide" is not supported`) {
+	if r := fails(t, ns, cli.ExitFailure, "fleet", "-o", "xml"); !strings.Contains(r.err, `--output "xml" is not supported: use table, wide, json, yaml`) {
 		t.Errorf("bad -o: %s", r.err)
 	}
 }

@@ -116,7 +116,7 @@ func TestFleetRolloutRefusesBadFlagsAndTheAPIsRefusalsNameTheField(t *testing.T)
 	if out := ok(t, "", "fleet", "rollout", "dry", "--waves", "1,25%,100%", "--dry-run"); !strings.Contains(out, "valid (dry run, not created)") {
 		t.Errorf("--dry-run: %s", out)
 	}
-	if r := fails(t, "", cli.ExitFailure, "fleet", "rollout", "status", "dry", "--watch=false"); !strings.Contains(r.err, "not found") {
+	if r := fails(t, "", cli.ExitUnreachable, "fleet", "rollout", "status", "dry", "--watch=false"); !strings.Contains(r.err, "not found") {
 		t.Errorf("a dry run creates nothing: %s", r.err)
 	}
 }

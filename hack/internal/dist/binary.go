@@ -64,16 +64,32 @@ func ParsePlatforms(s string) ([]Platform, error) {
 	return out, nil
 }
 
+// The commands a release builds: the server side (the image's binary) and
+// the kubectl plugin, its own smaller binary.
+const (
+	ServerCommand = "./cmd/nodepool"
+	PluginCommand = "./cmd/kubectl-nodepool"
+	// PluginCompletion is the script kubectl runs to complete the
+	// plugin's arguments; the plugin archives carry it.
+	PluginCompletion = "cmd/kubectl-nodepool/kubectl_complete-nodepool"
+)
+
 // GoBuild builds ./cmd/nodepool of the module at root for p into out: a
 // static binary (no cgo), without local paths (-trimpath), without the
 // symbol table, stamped with s.
 func GoBuild(ctx context.Context, root string, p Platform, s Stamp, out string) error {
+	return GoBuildCommand(ctx, root, ServerCommand, p, s, out)
+}
+
+// GoBuildCommand builds the command pkg (./cmd/...) of the module at root
+// for p into out, as GoBuild does.
+func GoBuildCommand(ctx context.Context, root, pkg string, p Platform, s Stamp, out string) error {
 	ldflags := fmt.Sprintf("-s -w -X %s.version=%s -X %s.revision=%s", VersionPackage, s.Version, VersionPackage, s.Revision)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./cmd/nodepool")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/nodepool for %s: %v\n%s", p, err, b)
+		return fmt.Errorf("go build %s for %s: %v\n%s", pkg, p, err, b)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ type krewPlugin struct {
 		Homepage         string         `json:"homepage"`
 		ShortDescription string         `json:"shortDescription"`
 		Description      string         `json:"description"`
+		Caveats          string         `json:"caveats,omitempty"`
 		Platforms        []krewPlatform `json:"platforms"`
 	} `json:"spec"`
 }
@@ -56,6 +57,12 @@ machines on Cluster API whose nodes are replaced only when their owner asks:
 rollout status, history, undo, restart, pause, resume and apply-pending; diff
 and plan predict whether an edit replaces nodes, with the controller's own
 engine; fleet lists the pools whose nodes do not run the platform's latest.
+`
+	p.Spec.Caveats = `kubectl (1.26 or later) completes the plugin's arguments (pool, FleetRollout
+and revision names) with kubectl_complete-nodepool, installed beside the
+plugin: link it onto your PATH, for example
+
+  ln -s "$(dirname "$(readlink -f "$(command -v kubectl-nodepool)")")/kubectl_complete-nodepool" ~/.local/bin/
 `
 	for _, a := range archives {
 		pl := krewPlatform{URI: a.URI, SHA256: a.SHA256, Bin: pluginBinary(a.Platform)}

@@ -94,7 +94,7 @@ func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 		res.Files = append(res.Files, filepath.Base(t))
 	}
 
-	plugins, err := pluginArchives(ctx, o, img.Binaries)
+	plugins, err := pluginArchives(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -123,31 +123,29 @@ func Release(ctx context.Context, o ReleaseOptions) (*ReleaseResult, error) {
 	return res, nil
 }
 
-// pluginArchives builds the binaries the image did not and writes
-// kubectl-nodepool_<os>_<arch>.tar.gz for each plugin platform: the binary
-// as kubectl-nodepool, and the checkout's LICENSE.
-func pluginArchives(ctx context.Context, o ReleaseOptions, built map[Platform]string) ([]krewArchive, error) {
-	var missing []Platform
-	for _, p := range o.PluginPlatforms {
-		if built[p] == "" {
-			missing = append(missing, p)
-		}
-	}
-	more, err := BuildAll(ctx, o.Image.Root, filepath.Join(o.Image.Out, "bin"), missing, o.Image.Stamp)
-	if err != nil {
-		return nil, err
-	}
+// pluginArchives builds the plugin (./cmd/kubectl-nodepool, not the
+// image's binary) for each plugin platform and writes
+// kubectl-nodepool_<os>_<arch>.tar.gz: the binary as kubectl-nodepool, its
+// completion script kubectl_complete-nodepool and the checkout's LICENSE.
+func pluginArchives(ctx context.Context, o ReleaseOptions) ([]krewArchive, error) {
 	// krew (and krew-index) refuse a plugin archive without a license.
 	license := filepath.Join(o.Image.Root, "LICENSE")
 	if !fileExists(license) {
 		return nil, fmt.Errorf("no LICENSE in %s: every plugin archive carries it", o.Image.Root)
 	}
-	extra := []entry{{name: "LICENSE", path: license, mode: 0o644}}
+	completion := filepath.Join(o.Image.Root, PluginCompletion)
+	if !fileExists(completion) {
+		return nil, fmt.Errorf("no %s in %s: every plugin archive carries it", PluginCompletion, o.Image.Root)
+	}
+	extra := []entry{{name: filepath.Base(PluginCompletion), path: completion, mode: 0o755}, {name: "LICENSE", path: license, mode: 0o644}}
 	var out []krewArchive
 	for _, p := range o.PluginPlatforms {
-		bin := built[p]
-		if bin == "" {
-			bin = more[p]
+		bin := filepath.Join(o.Image.Out, "bin", "plugin_"+p.OS+"_"+p.Arch, pluginBinary(p))
+		if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+			return nil, err
+		}
+		if err := GoBuildCommand(ctx, o.Image.Root, PluginCommand, p, o.Image.Stamp, bin); err != nil {
+			return nil, err
 		}
 		entries := append([]entry{{name: pluginBinary(p), path: bin, mode: 0o755}}, extra...)
 		path := filepath.Join(o.Image.Out, pluginArchiveName(p))
