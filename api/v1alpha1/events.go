@@ -39,8 +39,10 @@ const (
 	// EventPayloadRefused (Warning): a payload Secret carrying the pool's
 	// label is not used: not named for the payload it claims, content that
 	// does not give its hash, or the pool's payload name without the pool
-	// as its controller. The message names the Secret and why, never its
-	// content.
+	// as its controller; or a token Secret under the name the controller
+	// gives a token that the controller did not write (its binding does
+	// not verify: it is deleted, never mirrored or served). The message
+	// names the Secret and why, never its content.
 	EventPayloadRefused = "PayloadRefused"
 	// EventUpdatingNode, EventNodeUpdated and EventDrainTimedOut (Warning)
 	// follow an InPlace pool's node updates.

@@ -80,7 +80,7 @@ the pending platform changes of status.pendingManagementChanges.`,
 			}
 			d, err := o.diff(cmd.Context(), args[0], against)
 			if err != nil {
-				return err
+				return o.asAnswer(err)
 			}
 			if !o.tabular() {
 				return o.printStructured(d, poolObject(args[0]))
@@ -96,6 +96,14 @@ func (o *Options) diff(ctx context.Context, name, against string) (*PayloadDiff,
 	c, pool, err := o.getPool(ctx, name)
 	if err != nil {
 		return nil, err
+	}
+	missing, err := o.missingForPrediction(ctx, pool.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		return nil, &limitedError{fmt.Sprintf("diff cannot compare the payloads of %s: they are stored in the pool's Secrets and the latest one is rendered with the controller's settings; it needs %s. Meanwhile %s.",
+			poolRef(pool), missingWords(missing), publishedWords(pool))}
 	}
 	d, err := o.decide(ctx, c, c, pool)
 	if err != nil {

@@ -158,7 +158,7 @@ within the horizon without action, 1 on an error.`,
 			if horizonDays < 1 || horizonDays > 366 {
 				return fmt.Errorf("--horizon-days %d: use 1 to 366", horizonDays)
 			}
-			return o.forecast(cmd.Context(), files, fleetFile, time.Duration(horizonDays)*24*time.Hour)
+			return o.asAnswer(o.forecast(cmd.Context(), files, fleetFile, time.Duration(horizonDays)*24*time.Hour))
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "edited management config, ConfigMaps and Secrets (YAML or JSON; - for standard input)")
@@ -175,6 +175,14 @@ func (o *Options) forecast(ctx context.Context, files []string, fleetFile string
 	ns, err := o.namespace()
 	if err != nil {
 		return err
+	}
+	missing, err := o.missingForPrediction(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &limitedError{fmt.Sprintf("fleet forecast cannot run the controller's engine for namespace %s: it observes the pools as the controller does and renders their payloads with its settings; it needs %s. `kubectl nodepool fleet` shows the published forecast (RUNS-LATEST) without them.",
+			ns, missingWords(missing))}
 	}
 	ctl, err := o.controllerSettings(ctx, c)
 	if err != nil {

@@ -33,8 +33,13 @@ func (o *Options) runsLatest(ctx context.Context, c client.Client, now time.Time
 	}
 	var in scenario.ForecastInput
 	in.Now = now
-	if ctl, err := o.controllerSettings(ctx, c); err == nil {
-		in.Settings = ctl.engine
+	// The controller's engine settings, if the user may read them (a
+	// user with nodepool-view in the namespace may not: the forecast then
+	// takes the engine's defaults).
+	if o.maySettings(ctx) {
+		if ctl, err := o.controllerSettings(ctx, c); err == nil {
+			in.Settings = ctl.engine
+		}
 	}
 	at := map[string]int{}
 	for i := range rows {

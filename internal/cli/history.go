@@ -172,8 +172,11 @@ type SourceState struct {
 	history.Source
 	// Current is the digest of its content now, "" when it is gone.
 	Current string `json:"current"`
-	// State is unchanged, changed or missing.
+	// State is unchanged, changed, missing or unreadable (the user may
+	// not get it: Reason names the permission).
 	State string `json:"state"`
+	// Reason says why an unreadable source could not be compared.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Source states.
@@ -181,6 +184,9 @@ const (
 	SourceUnchanged = "unchanged"
 	SourceChanged   = "changed"
 	SourceMissing   = "missing"
+	// SourceUnreadable: the user may not read the source (a pull secret
+	// with only the view role), so it is not compared.
+	SourceUnreadable = "unreadable"
 )
 
 // RevisionDetail is one revision with the current state of its sources.
@@ -218,6 +224,10 @@ func sourceState(ctx context.Context, c client.Reader, namespace string, s histo
 			st.State = SourceMissing
 			return st, nil
 		}
+		if apierrors.IsForbidden(err) {
+			st.State, st.Reason = SourceUnreadable, fmt.Sprintf("comparing it needs get %ss in namespace %s", strings.ToLower(s.Kind), namespace)
+			return st, nil
+		}
 		return st, fmt.Errorf("reading %s %s/%s: %w", s.Kind, namespace, s.Name, err)
 	}
 	d, err := inputs.SourceDigest(obj)
@@ -253,7 +263,11 @@ func printRevision(w io.Writer, now time.Time, d RevisionDetail) error {
 		fmt.Fprintln(w, "Sources:")
 		t := &table{header: []string{"  KIND", "NAME", "RECORDED", "NOW"}}
 		for _, s := range d.SourceStates {
-			t.add("  "+s.Kind, s.Name, shortDigest(s.Digest), s.State)
+			state := s.State
+			if s.Reason != "" {
+				state += " (" + s.Reason + ")"
+			}
+			t.add("  "+s.Kind, s.Name, shortDigest(s.Digest), state)
 		}
 		if err := t.print(w); err != nil {
 			return err

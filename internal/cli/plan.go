@@ -134,7 +134,7 @@ Exit status 1 when an edit is refused or its inputs are invalid.`,
 			if len(files) == 0 {
 				return fmt.Errorf("give the edited manifests with -f FILE (or -f - for standard input)")
 			}
-			return o.plan(cmd.Context(), files)
+			return o.asAnswer(o.plan(cmd.Context(), files))
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "manifests of edited NodePools, ConfigMaps and Secrets (YAML or JSON; - for standard input)")
@@ -153,6 +153,14 @@ func (o *Options) plan(ctx context.Context, files []string) error {
 	m, err := readManifests(files, o.In, ns)
 	if err != nil {
 		return err
+	}
+	missing, err := o.missingForPrediction(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &limitedError{fmt.Sprintf("plan cannot predict what the controller would do in namespace %s: it observes the pools as the controller does and renders their payloads with its settings; it needs %s. `kubectl apply --dry-run=server -f` still validates the edit, and after it is applied `kubectl nodepool rollout status` shows what the controller decided.",
+			ns, missingWords(missing))}
 	}
 	ctl, err := o.controllerSettings(ctx, c)
 	if err != nil {

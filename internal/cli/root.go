@@ -42,6 +42,9 @@ type Options struct {
 	client client.Client
 	// published are the controller's settings, read once.
 	published *controller
+	// missing are the reads of a prediction the user may not make, by
+	// namespace (access.go).
+	missing map[string][]permission
 }
 
 func (o *Options) now() time.Time {

@@ -44,6 +44,10 @@ type RolloutStatus struct {
 	// Note is extra information on a complete rollout, such as a forced
 	// rollout scheduled later.
 	Note string `json:"note,omitempty"`
+	// Published says the status is the pool's status as the controller
+	// last published it, and what the user lacks to see the controller's
+	// next step worked out now (access.go).
+	Published string `json:"published,omitempty"`
 	// NextWindow is when the pool's next maintenance window opens (unset
 	// while one is open, or without maintenance settings), DriftDeadline
 	// when pending platform drift reaches its deadline, and RollsAt when a
@@ -116,6 +120,7 @@ maintenance window, whose time it prints); 3 after --timeout.`,
 func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, timeout, progressDeadline, interval time.Duration) error {
 	start := o.now()
 	lastChange, lastKey, lastLine := start, "", ""
+	noted := false
 	for {
 		c, pool, err := o.getPool(ctx, name)
 		if err != nil {
@@ -124,6 +129,10 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 		st, err := o.currentStatus(ctx, c, pool)
 		if err != nil {
 			return err
+		}
+		if st.Published != "" && !noted && o.ErrOut != nil {
+			fmt.Fprintln(o.ErrOut, "Note: "+st.Published)
+			noted = true
 		}
 		if o.tabular() {
 			if line := st.line(); line != lastLine {
@@ -173,6 +182,16 @@ func (o *Options) rolloutStatus(ctx context.Context, name string, watch bool, ti
 // controller observes. The engine, not a copy of its rules, says whether a
 // rollout is paused, about to start, or scheduled.
 func (o *Options) currentStatus(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool) (RolloutStatus, error) {
+	missing, err := o.missingForPrediction(ctx, pool.Namespace)
+	if err != nil {
+		return RolloutStatus{Namespace: pool.Namespace, Pool: pool.Name}, err
+	}
+	if len(missing) > 0 {
+		st := statusOf(pool, publishedPlan(pool), o.now())
+		st.Revision = statusRevision(ctx, c, pool)
+		st.Published = "shown as the controller last published it (status.rollout); working out its next step now needs " + missingWords(missing)
+		return st, nil
+	}
 	dec, err := o.decide(ctx, c, c, pool)
 	if err != nil {
 		return RolloutStatus{Namespace: pool.Namespace, Pool: pool.Name}, err

@@ -77,6 +77,8 @@ func (o *Options) undo(ctx context.Context, name string, toRevision int64, force
 		switch st.State {
 		case SourceMissing:
 			stale = append(stale, fmt.Sprintf("%s %s/%s no longer exists", s.Kind, pool.Namespace, s.Name))
+		case SourceUnreadable:
+			stale = append(stale, fmt.Sprintf("%s %s/%s cannot be compared with revision %d: %s", s.Kind, pool.Namespace, s.Name, e.Revision, st.Reason))
 		case SourceChanged:
 			stale = append(stale, fmt.Sprintf("%s %s/%s changed since revision %d (recorded %s, now %s)", s.Kind, pool.Namespace, s.Name, e.Revision, shortDigest(s.Digest), shortDigest(st.Current)))
 		}

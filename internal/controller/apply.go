@@ -181,6 +181,11 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 	if err := controllerutil.SetControllerReference(pool, s, r.Client.Scheme()); err != nil {
 		return secrets.Token{}, err
 	}
+	key, _, err := r.bindingKey(ctx, false)
+	if err != nil {
+		return secrets.Token{}, err
+	}
+	secrets.BindToken(s, key) // token_trust.go
 	old, found := w.Tokens[a.Name]
 	if !found {
 		old, found = w.Unreadable[a.Name]
@@ -202,7 +207,11 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 		}
 	} else {
 		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
-		if err := r.createOwned(ctx, pool, s, "Secret"); err != nil {
+		err := r.createOwned(ctx, pool, s, "Secret")
+		if errors.Is(err, errNotCached) {
+			err = r.checkOwnToken(ctx, pool, a.Name)
+		}
+		if err != nil {
 			return secrets.Token{}, err
 		}
 	}

@@ -72,6 +72,8 @@ type Reconciler struct {
 	pointers atomic.Pointer[userdata.Renderer]
 	// mirrors is what is known of the pools' mirrors (mirror.go).
 	mirrors mirrors
+	// tokenKey is the key binding token Secrets (token_trust.go).
+	tokenKey tokenKey
 	// archived remembers, by pool UID, the versions of the records and of
 	// the history archive last found equal (history_archive.go).
 	archived sync.Map

@@ -35,6 +35,9 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	}
 	r.reportRefusals(pool, o.Refused) // payload_trust.go
 	w := &world{Objects: *o}
+	if err := r.trustTokens(ctx, pool, w, in); err != nil { // token_trust.go
+		return nil, err
+	}
 	in.DeletedInUse = deletedInUse(w)
 	if err := r.observeNodes(ctx, pool, w, in); err != nil {
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())

@@ -29,7 +29,7 @@ import (
 // series at will; the event on the pool names the Secret.
 var payloadsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "nodepool_payload_refused_total",
-	Help: "Payload Secrets carrying a pool's label that the controller refused to use, by reason (invalid, name_mismatch, content_mismatch, hash_mismatch, not_owned); each Secret version counts once.",
+	Help: "Payload and token Secrets carrying a pool's label that the controller refused to use, by reason (invalid, name_mismatch, content_mismatch, hash_mismatch, not_owned, unbound_token); each Secret version counts once.",
 }, []string{"reason"})
 
 func init() {
@@ -52,12 +52,16 @@ func (r *Reconciler) reportRefusals(pool *nodepoolv1.NodePool, refused []observe
 			r.refusals.put(key, true)
 		}
 		payloadsRefused.WithLabelValues(f.Reason).Inc()
-		r.log(pool).Info("refusing a payload Secret: it is never read, protected or served as the pool's", "secret", f.Secret.Name, "reason", f.Reason, "detail", f.Err.Error())
+		r.log(pool).Info("refusing a Secret: it is never read, protected or served as the pool's", "kind", secrets.KindOf(f.Secret), "secret", f.Secret.Name, "reason", f.Reason, "detail", f.Err.Error())
 		// The Secret is the event's related object: events of the same
 		// regarding, reason and action are merged into one series
 		// otherwise, and a second refused Secret would go unnamed.
+		kind := "payload"
+		if secrets.KindOf(f.Secret) == secrets.KindToken {
+			kind = "token"
+		}
 		r.Recorder.Eventf(pool, f.Secret, corev1.EventTypeWarning, nodepoolv1.EventPayloadRefused, "Read",
-			"payload Secret %s refused (%s): %v", f.Secret.Name, f.Reason, f.Err)
+			"%s Secret %s refused (%s): %v", kind, f.Secret.Name, f.Reason, f.Err)
 	}
 }
 

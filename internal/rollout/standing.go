@@ -350,3 +350,28 @@ func apiTime(t time.Time) *metav1.Time {
 	v := metav1.NewTime(t.UTC().Truncate(time.Second))
 	return &v
 }
+
+// StandingOf is the standing status.rollout carries (the inverse of
+// Published); the zero standing when there is none.
+func StandingOf(p *nodepoolv1.RolloutStanding) Standing {
+	if p == nil {
+		return Standing{}
+	}
+	s := Standing{Phase: p.Phase, Settled: p.Settled, Message: p.Message, Changing: p.Changing, Boots: p.Boots}
+	if h := p.Held; h != nil {
+		s.Hold = &Hold{By: HeldBy(h.By), Message: h.Message}
+		if h.Until != nil {
+			s.Hold.Until = h.Until.Time
+		}
+	}
+	if st := p.Steps; st != nil {
+		s.Steps = &Steps{Machines: st.Machines, Rounds: st.Rounds, Canary: st.Canary}
+		if st.Soak != nil {
+			s.Steps.Soak = st.Soak.Duration
+		}
+	}
+	if n := p.Next; n != nil {
+		s.Next, s.NextReason = n.At.Time, n.Reason
+	}
+	return s
+}

@@ -42,7 +42,7 @@ const (
 )
 
 // RefusedReasons lists every reason, so a metric starts at 0 for each.
-var RefusedReasons = []string{RefusedInvalid, RefusedNameMismatch, RefusedContentMismatch, RefusedHashMismatch, RefusedNotOwned}
+var RefusedReasons = []string{RefusedInvalid, RefusedNameMismatch, RefusedContentMismatch, RefusedHashMismatch, RefusedNotOwned, RefusedUnboundToken}
 
 // RefusedError says why a payload Secret is not used. Its message names
 // the Secret and what is wrong with it, never its content.

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +20,7 @@ import (
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/cli"
+	"nodepool.dev/nodepool/internal/secrets"
 	"nodepool.dev/nodepool/internal/userdata"
 	"nodepool.dev/nodepool/test/stack"
 )
@@ -121,4 +125,31 @@ func machineConditions(t *testing.T, st *stack.Stack, p *nodepoolv1.NodePool) st
 		out = append(out, fmt.Sprintf("%s [phase %s, nodeRef %v]: %s", m.Name, m.Status.Phase, m.Status.NodeRef.IsDefined(), strings.Join(cs, "; ")))
 	}
 	return strings.Join(out, "\n")
+}
+
+// copyTokenKey copies the controller's token binding key from src to dst,
+// as an operator does before a move (kubectl get -o yaml | kubectl apply).
+func copyTokenKey(t *testing.T, src, dst *stack.Stack) {
+	t.Helper()
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: stack.ManagementNamespace, Name: secrets.TokenKeyName}
+	from := &corev1.Secret{}
+	if err := src.Env.Client.Get(ctx, key, from); err != nil {
+		t.Fatalf("the source's token binding key: %v", err)
+	}
+	to := &corev1.Secret{}
+	switch err := dst.Env.Client.Get(ctx, key, to); {
+	case apierrors.IsNotFound(err):
+		to = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Type: from.Type, Data: from.Data}
+		if err := dst.Env.Client.Create(ctx, to); err != nil {
+			t.Fatal(err)
+		}
+	case err != nil:
+		t.Fatal(err)
+	default:
+		to.Data = from.Data
+		if err := dst.Env.Client.Update(ctx, to); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

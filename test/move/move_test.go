@@ -137,6 +137,9 @@ func TestClusterctlMoveCarriesAPoolAndItsHistoryAndNothingRolls(t *testing.T) {
 		return len(crs)
 	}, func(n int) bool { return n == len(records) }, func(n int) string { return fmt.Sprintf("%d records archived of %d", n, len(records)) })
 
+	// The token binding key goes to the target first (docs/operations.md,
+	// before moving), so the moved token Secrets verify there.
+	copyTokenKey(t, src, dst)
 	moveStarted := time.Now()
 	cfg, err := clusterctlconfig.New(ctx, "")
 	if err != nil {

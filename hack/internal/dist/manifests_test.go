@@ -23,6 +23,8 @@ var defaultObjects = []string{
 	"ServiceAccount/nodepool-system/nodepool-controller",
 	"ServiceAccount/nodepool-system/nodepool-payload-server",
 	"ClusterRole//nodepool-controller",
+	"ClusterRole//nodepool-edit",
+	"ClusterRole//nodepool-view",
 	"ClusterRoleBinding//nodepool-controller",
 	// The payload server reads Secrets in its own namespace only: the
 	// controller's mirrors.
