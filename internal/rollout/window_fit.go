@@ -6,11 +6,16 @@ import (
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
 
-// nextShape is what a rollout of the pool does now: every machine the
-// pool wants or, for a forced rollout, the machines created before its
-// time (fewer once some are replaced), in the rounds and soaks the spec
-// declares (poolmath.ShapeOf). False when it cannot be told (OnDelete).
+// nextShape is what a rollout of the pool does now: the machines the
+// decision's rollout replaces (Decision.Machines: every machine the pool
+// runs or wants or, for a forced rollout, those created before its time)
+// or, when it names none, every machine the pool wants, in the rounds and
+// soaks the spec declares (poolmath.ShapeOf). False when it cannot be
+// told (OnDelete).
 func nextShape(in Input, d Decision) (poolmath.Shape, bool) {
+	if d.Machines > 0 {
+		return poolmath.ShapeOf(&in.Pool.Spec, d.Replicas, d.Machines)
+	}
 	machines := d.Replicas
 	if f := d.Forced; f != nil && !f.At.IsZero() && in.MachineDeployment != nil {
 		if n := poolmath.CreatedBefore(in.MachineDeployment.MachinesCreated, f.At); n > 0 && n < machines {
