@@ -346,17 +346,28 @@ func NoMoreThanMaxUnavailable(c *Context) error {
 }
 
 // AHeldScaleUpNeverShrinksThePool: the engine may keep a pool's
-// MachineDeployment below the pool's replicas (a scale-up waits for the
-// canary), but never lowers it while it is below them: a count under the
-// machines the pool runs makes Cluster API delete them, and a hold that
-// follows the machines left would shrink the pool to nothing.
+// MachineDeployment below the pool's replicas (a scale-up, or machines a
+// round took down, wait for the canary), but when it lowers it, never
+// below the machines the pool runs beside the trial (every machine not
+// being deleted whose gate does not hold it on trial): a count under them
+// makes Cluster API delete them, and a hold that follows the machines
+// left would shrink the pool to nothing.
 func AHeldScaleUpNeverShrinksThePool(c *Context) error {
-	md, before := c.P.MD, c.P.track.mdReplicas
-	if md == nil || before == 0 {
+	p := c.P
+	md, before := p.MD, p.track.mdReplicas
+	want := c.Plan.Decision.Replicas
+	if md == nil || before == 0 || md.Replicas >= want || md.Replicas >= before {
 		return nil
 	}
-	if want := c.Plan.Decision.Replicas; md.Replicas < want && md.Replicas < before {
-		return fmt.Errorf("the MachineDeployment went from %d to %d replicas while the pool asks for %d", before, md.Replicas, want)
+	kept := int32(0)
+	for _, m := range p.Machines {
+		if g := m.Gate; g != nil && !g.Status && g.Reason != nodepoolv1.GateReasonFailed && g.Reason != nodepoolv1.GateReasonProgressDeadlineExceeded {
+			continue // on trial
+		}
+		kept++
+	}
+	if md.Replicas < min(kept, want) {
+		return fmt.Errorf("the MachineDeployment went from %d to %d replicas while the pool asks for %d and runs %d beside the trial", before, md.Replicas, want, kept)
 	}
 	return nil
 }
