@@ -538,29 +538,20 @@ func TheDecisionSaysWhatHappens(c *Context) error {
 // renderer bump, proxy defaults, the owner's) is a configuration no
 // canary ran. The payload hash itself when the payload is unknown.
 func (p *Pool) testedConfig(hash string) string {
-	if k, ok := p.track.tested[hash]; ok {
-		return k
-	}
-	pl, ok := p.Payloads[hash]
-	if !ok {
-		return hash
-	}
-	h := sha256.New()
-	for _, c := range inputs.Components() {
-		if c.IsFresh() {
-			continue
-		}
-		fmt.Fprintf(h, "%s\x00%s\x00", c.Name(), pl.Fragments[c])
-	}
-	k := hex.EncodeToString(h.Sum(nil))
-	p.track.tested[hash] = k
-	return k
+	return p.configOf(hash, p.track.tested, func(c inputs.Component) bool { return !c.IsFresh() })
 }
 
 // ownerConfig is the owner's part of a payload: its rollout components
 // (the payload hash itself when the payload is unknown).
 func (p *Pool) ownerConfig(hash string) string {
-	if k, ok := p.track.owner[hash]; ok {
+	return p.configOf(hash, p.track.owner, inputs.Component.IsRollout)
+}
+
+// configOf hashes the fragments of the payload's components that part
+// keeps, memoized in memo (a payload Secret may be cleaned up while
+// machines still run it); the payload hash itself when it is unknown.
+func (p *Pool) configOf(hash string, memo map[string]string, part func(inputs.Component) bool) string {
+	if k, ok := memo[hash]; ok {
 		return k
 	}
 	pl, ok := p.Payloads[hash]
@@ -569,12 +560,12 @@ func (p *Pool) ownerConfig(hash string) string {
 	}
 	h := sha256.New()
 	for _, c := range inputs.Components() {
-		if c.IsRollout() {
+		if part(c) {
 			fmt.Fprintf(h, "%s\x00%s\x00", c.Name(), pl.Fragments[c])
 		}
 	}
 	k := hex.EncodeToString(h.Sum(nil))
-	p.track.owner[hash] = k
+	memo[hash] = k
 	return k
 }
 

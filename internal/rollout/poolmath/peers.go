@@ -20,7 +20,8 @@ type PeerTime struct {
 // enough to trust (Predict's rule: MinPredictionSamples usable rollouts);
 // false otherwise.
 func PeerTimeOf(machines int32, past []PastRollout) (PeerTime, bool) {
-	done, ok := perRounds(past)
+	done, _ := perRounds(past)
+	ok := len(done) >= MinPredictionSamples
 	if !ok {
 		return PeerTime{}, false
 	}
@@ -73,10 +74,10 @@ func PredictFromPeers(next Shape, past []PastRollout, peers []PeerTime) Predicti
 }
 
 // perRounds are the times per round Predict trusts: the completed
-// rollouts', and the stopped ones' at least as slow as their median;
-// false when fewer than MinPredictionSamples.
-func perRounds(past []PastRollout) ([]time.Duration, bool) {
-	var done, stopped []time.Duration
+// rollouts', and the stopped ones' at least as slow as their median
+// (how many of those: stoppedUsed).
+func perRounds(past []PastRollout) (done []time.Duration, stoppedUsed int) {
+	var stopped []time.Duration
 	for _, r := range past {
 		d, ok := r.perRound()
 		switch {
@@ -92,8 +93,9 @@ func perRounds(past []PastRollout) ([]time.Duration, bool) {
 		for _, d := range stopped {
 			if d >= med {
 				done = append(done, d)
+				stoppedUsed++
 			}
 		}
 	}
-	return done, len(done) >= MinPredictionSamples
+	return done, stoppedUsed
 }

@@ -127,27 +127,8 @@ func Predict(next Shape, past []PastRollout) Prediction {
 		}
 		p.FailedInARow++
 	}
-	var done, stopped []time.Duration
-	for _, r := range past {
-		d, ok := r.perRound()
-		switch {
-		case !ok:
-		case r.Complete:
-			done = append(done, d)
-		default:
-			stopped = append(stopped, d)
-		}
-	}
-	if len(done) > 0 {
-		med := median(done)
-		for _, d := range stopped {
-			if d >= med {
-				done = append(done, d)
-				p.Stopped++
-			}
-		}
-	}
-	p.Samples = len(done)
+	done, stopped := perRounds(past) // peers.go
+	p.Stopped, p.Samples = stopped, len(done)
 	if p.Samples < MinPredictionSamples {
 		p.FromSettings, p.Short, p.Stopped = true, p.Samples, 0
 		p.Likely = next.Soak + time.Duration(next.Rounds)*DefaultRoundDuration
