@@ -69,7 +69,7 @@ func decideDrain(in Input, target *UserData) *DrainState {
 			if m.Phase != nodepoolv1.UpdatePhaseDraining || m.PodsLeft == 0 {
 				continue
 			}
-			d := NodeDrain{Machine: m.Machine, Node: m.Node, Since: m.StartedAt, Message: m.DrainBlocked}
+			d := NodeDrain{Machine: m.Machine, Node: m.Node, Since: m.StartedAt, Message: m.DrainBlocked, UpToDate: inPlaceUpToDate(in, m, target)}
 			if d.Message == "" {
 				d.Message = fmt.Sprintf("%d pods left to evict", m.PodsLeft)
 			}
@@ -124,6 +124,22 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		ds.record = target.RolloutHash + "/" + ds.Halt.Machine
 	}
 	return ds
+}
+
+// inPlaceUpToDate reports whether an InPlace machine runs the target's
+// rollout (its configuration, whatever platform payload) and was updated
+// since the last forced rollout: its drain, begun for a rollout the
+// target superseded (an undo), belongs to no rollout.
+func inPlaceUpToDate(in Input, m InPlaceMachine, target *UserData) bool {
+	if target == nil {
+		return false
+	}
+	ud, ok := in.UserData[m.DataSecretName]
+	if !ok || ud.RolloutHash != target.RolloutHash || m.Version != target.Version {
+		return false
+	}
+	md := in.MachineDeployment
+	return md == nil || md.RolloutAfter == nil || md.RolloutAfter.After(in.Now) || !m.UpdatedAt.Before(*md.RolloutAfter)
 }
 
 // drainHaltHolds reports whether a drain halt of target's rollout is

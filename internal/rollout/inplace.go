@@ -168,6 +168,16 @@ func planInPlace(in Input, target *UserData, p *Plan) inPlaceHold {
 	for _, m := range machines {
 		switch m.Phase {
 		case nodepoolv1.UpdatePhaseDraining:
+			if !due(m, target, forcedAt) {
+				// The rollout it drained for was superseded by what the
+				// node runs (an undo): nothing to update, the node returns.
+				busy--
+				p.NodeActions = append(p.NodeActions, NodeAction{Step: StepFinish, Machine: m.Machine, Node: m.Node,
+					DataSecretName: target.Name, Version: target.Version, Uncordon: !m.WasUnschedulable})
+				p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventNodeUpdated,
+					Message: fmt.Sprintf("node %s runs %s already; its drain is stopped and it is uncordoned (machine %s)", m.Node, target.Name, m.Machine)})
+				continue
+			}
 			if halted {
 				continue
 			}

@@ -154,7 +154,7 @@ func standingOf(in Input, p *Plan) Standing {
 		// still until it starts.
 		_, s.Message = fixWaits(in, d)
 		s.Phase = PhaseHeld
-	case health == HealthHalted || health == HealthRolledBack || (d.Forced != nil && d.Forced.State == ForcedHalted) || (d.Drain != nil && d.Drain.Halt != nil):
+	case d.Halted() || health == HealthRolledBack:
 		s.Phase, s.Message = PhaseHalted, conditionMessage(p, nodepoolv1.ConditionRolloutHealthy, d.Reason)
 	case health == HealthRollingBack:
 		s.Phase, s.Message = PhaseRollingBack, conditionMessage(p, nodepoolv1.ConditionRolloutHealthy, "")
@@ -182,6 +182,15 @@ func standingOf(in Input, p *Plan) Standing {
 	}
 	s.Next, s.NextReason = nextChange(in, d, s.Hold)
 	return s
+}
+
+// Halted reports whether a halt holds the target's rollout: its health
+// gate, its forced rollout's canary or a drain halted it. A halted rollout
+// is in progress (it never completes by itself, even once every machine
+// is on its template: those made meanwhile boot the last healthy payload)
+// until the owner changes the pool or a person resumes it.
+func (d Decision) Halted() bool {
+	return (d.Health != nil && d.Health.Phase == HealthHalted) || (d.Forced != nil && d.Forced.State == ForcedHalted) || (d.Drain != nil && d.Drain.Halt != nil)
 }
 
 // waiting is the rollout that waits, and what holds it.

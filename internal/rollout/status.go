@@ -77,7 +77,7 @@ func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 		hold.explain(c)
 	}
 	p.Conditions = append(p.Conditions, configCond, versionCond)
-	p.Settled = onTarget(md, running, target) && !forcing && p.Record == nil
+	p.Settled = onTarget(md, running, target) && !forcing && p.Record == nil && !d.Halted()
 	switch {
 	case p.Record != nil:
 		p.Finish, p.FinishedAt = OutcomeSuperseded, p.Record.Started

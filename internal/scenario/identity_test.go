@@ -399,3 +399,62 @@ func TestScenarioAFixWaitingForItsWindowIsHeldNotHalted(t *testing.T) {
 		t.Errorf("%d of 3 machines on c1 after the next window\n%s", got, w.Trace())
 	}
 }
+
+// Seed 222: an InPlace node still draining for a rollout that a later
+// rollout superseded belongs to no rollout once the pool's machines run
+// the new target's configuration: its blocked drain is reported, never a
+// halt of the new rollout, which is complete.
+func TestScenarioAnInPlaceDrainOfASupersededRolloutHaltsNothing(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+		inPlace(np)
+		drainPolicy(nodepoolv1.DrainHalt, 30*time.Minute)(np)
+	}})
+	w.After(time.Minute, "a PodDisruptionBudget allows no eviction; owner edits the config to c2", func(*World) {
+		p.DrainBlocked = true
+		p.Inputs.Config = "c2"
+	})
+	w.After(10*time.Minute, "owner edits the config back to c1", func(*World) { p.Inputs.Config = "c1" })
+	var after *rollout.Plan
+	w.After(time.Hour, "look", func(*World) { after = p.LastPlan() })
+	run(t, w, 2*time.Hour) // NoHaltOrPauseWithoutARollout
+	if after == nil {
+		t.Fatalf("no plan\n%s", w.Trace())
+	}
+	if d := after.Decision.Drain; d != nil && d.Halt != nil {
+		t.Errorf("the drain of a superseded rollout halts the pool: %+v\n%s", d.Halt, w.Trace())
+	}
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v run c2 after the owner went back to c1\n%s", on, w.Trace())
+	}
+}
+
+// Seed 923: a halted InPlace rollout is not complete when a scale-down
+// leaves only machines made from its template meanwhile (a repair booted
+// them the last healthy payload): it stays halted and on record in
+// progress until the owner changes the pool or a person resumes it.
+func TestScenarioAHaltedInPlaceRolloutNeverCompletesByAScaleDown(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 2, Edit: func(np *nodepoolv1.NodePool) {
+		inPlace(np)
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+		np.Spec.Management.AutoRepair = &nodepoolv1.AutoRepair{}
+	}})
+	badConfig(w, "c2", 5*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 5m)", func(*World) { p.Inputs.Config = "c2" })
+	w.After(3*time.Hour, "owner scales to 1", func(*World) { p.Obj.Spec.Replicas = ptrInt(1) })
+	run(t, w, 5*time.Hour) // NoHaltOrPauseWithoutARollout
+	if p.Phase() != rollout.HealthHalted {
+		t.Fatalf("phase %q, want Halted\n%s", p.Phase(), w.Trace())
+	}
+	if !strings.Contains(w.Trace(), "(repair)") {
+		t.Fatalf("the failed node was not repaired\n%s", w.Trace())
+	}
+	last := p.History[len(p.History)-1]
+	if last.Outcome != OutcomeInProgress {
+		t.Errorf("the halted rollout (revision %d) is on record %s, want InProgress\n%s", last.Revision, last.Outcome, w.Trace())
+	}
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v boot the payload that failed (c2)\n%s", on, w.Trace())
+	}
+}

@@ -22,6 +22,9 @@ type tracker struct {
 	// passed (or that every machine
 	// of a settled pool ran).
 	passed map[string]bool
+	// ownerPassed are the owner's configurations (ownerConfig) every
+	// machine of a settled pool ran.
+	ownerPassed map[string]bool
 	// tested memoizes testedConfig by payload hash (a payload Secret may
 	// be cleaned up while machines still run it).
 	tested map[string]string
@@ -55,6 +58,7 @@ func (t *tracker) init() {
 	t.passed, t.driftSince, t.tested, t.owner = map[string]bool{}, map[string]time.Time{}, map[string]string{}, map[string]string{}
 	t.ran, t.latest, t.movedOff = map[string]string{}, map[string]string{}, map[string]map[string]time.Time{}
 	t.failed, t.failedResumed = map[string]time.Time{}, map[string]bool{}
+	t.ownerPassed = map[string]bool{}
 }
 
 // Check is an invariant: nil when it holds after a pool's reconcile.
@@ -159,6 +163,7 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 	if plan.Settled {
 		for _, m := range p.Machines {
 			t.passed[p.testedConfig(m.Payload)] = true
+			t.ownerPassed[p.ownerConfig(m.Payload)] = true
 		}
 	}
 	t.mdReplicas = 0
@@ -288,10 +293,12 @@ func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
 			// user-data and token per rollout) makes this go.
 			continue
 		}
-		if newNodesGetThePlatform && p.ownerConfig(m.Payload) != p.ownerConfig(trial.PayloadHash) {
-			// Not the owner change on trial: the revision the pool ran
-			// before it, with the platform its policy serves every new
-			// machine (NewNodes, Rollout) whether or not a rollout runs.
+		if own := p.ownerConfig(m.Payload); newNodesGetThePlatform && (own != p.ownerConfig(trial.PayloadHash) || p.track.ownerPassed[own]) {
+			// Not an owner change on trial: a revision the pool ran
+			// settled before (the one before the trial, or the one an
+			// undo returns to; seed 1342), with the platform its policy
+			// serves every new machine (NewNodes, Rollout) whether or
+			// not a rollout runs.
 			continue
 		}
 		if k := p.testedConfig(m.Payload); !m.Created.Before(trial.Started) && m.Payload != "" && !p.track.passed[k] {
