@@ -89,7 +89,12 @@ func runSeeds(list []int64, workers int) []seedFailure {
 			defer wg.Done()
 			for i := range next {
 				w := Random(list[i], DefaultRandom)
+				w.NoTrace = true
 				if err := w.RunFor(DefaultRandom.Length); err != nil {
+					// The same seed again, traced: a world is the same
+					// every time it runs.
+					w = Random(list[i], DefaultRandom)
+					err = w.RunFor(DefaultRandom.Length)
 					out[i] = &seedFailure{seed: list[i], err: err, trace: w.Trace()}
 					if progress {
 						fmt.Fprintf(os.Stderr, "soak: seed %d failed: %v\n", list[i], err)
