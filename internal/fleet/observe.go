@@ -30,7 +30,7 @@ func Observe(pool *nodepoolv1.NodePool, now time.Time) Pool {
 		Paused:    poolmath.PauseAt(pool, now).Paused,
 		Updating:  st.Updating != "",
 		Held:      falseCond(nodepoolv1.ConditionMaintenanceWindow),
-		Unhealthy: unhealthy(st, falseCond(nodepoolv1.ConditionRolloutHealthy)),
+		Unhealthy: Halt(pool),
 		Ready:     meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady),
 		// The engine's standing says whether the pool is settled
 		// (status.rollout, internal/rollout/standing.go), for the
@@ -43,12 +43,16 @@ func Observe(pool *nodepoolv1.NodePool, now time.Time) Pool {
 	}
 }
 
-// unhealthy is the pool's halt as its standing says it (status.rollout:
+// Halt is the pool's halt as its standing says it (status.rollout:
 // Halted or RollingBack), named by RolloutHealthy when that says why;
 // only a pool an older controller published no standing for is read
-// from the condition alone.
-func unhealthy(st nodepoolv1.NodePoolStatus, cond *Condition) *Condition {
-	r := st.Rollout
+// from the condition alone. Nil when the pool is not halted.
+func Halt(pool *nodepoolv1.NodePool) *Condition {
+	var cond *Condition
+	if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Status == metav1.ConditionFalse {
+		cond = &Condition{Reason: c.Reason, Message: c.Message}
+	}
+	r := pool.Status.Rollout
 	if r == nil {
 		return cond
 	}
