@@ -229,14 +229,16 @@ func (w *World) checkFleets() []error {
 		return nil
 	}
 	var errs []error
-	for _, f := range w.fleets {
-		errs = append(errs, f.checkTriggers()...)
+	views := make([][]nodepoolv1.FleetRolloutPool, len(w.fleets)) // each fleet's view once a step
+	for i, f := range w.fleets {
+		views[i] = f.view()
+		errs = append(errs, f.checkTriggers(views[i])...)
 	}
-	for _, f := range w.fleets {
+	for i, f := range w.fleets {
 		if f.terminal() || f.Spec.Paused {
 			continue
 		}
-		for _, sp := range f.view() {
+		for _, sp := range views[i] {
 			p := w.PoolIn(sp.Namespace, sp.Name)
 			if p == nil || sp.State != nodepoolv1.FleetPoolRolling || sp.TriggeredAt == nil {
 				delete(f.settledSince, sp.Name)
@@ -274,7 +276,7 @@ func (w *World) checkFleets() []error {
 // cancelled; never more than maxConcurrent of its pools roll at once;
 // and a wave's first trigger comes no sooner than the soak after the
 // previous wave completed.
-func (f *Fleet) checkTriggers() []error {
+func (f *Fleet) checkTriggers(view []nodepoolv1.FleetRolloutPool) []error {
 	w := f.w
 	if _, off := w.opts["FleetTriggersOnlyWhatItMay"]; off || w.Quiet {
 		return nil
@@ -284,7 +286,7 @@ func (f *Fleet) checkTriggers() []error {
 		errs = append(errs, fmt.Errorf("FleetTriggersOnlyWhatItMay at %s: fleet %s: %s", w.Now.UTC().Format(time.RFC3339), f.Name, fmt.Sprintf(format, args...)))
 	}
 	rolling := int32(0)
-	for _, sp := range f.view() {
+	for _, sp := range view {
 		if sp.State == nodepoolv1.FleetPoolRolling {
 			rolling++
 		}
