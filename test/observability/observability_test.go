@@ -242,6 +242,59 @@ func TestEveryQueryParsesAndNamesADocumentedMetric(t *testing.T) {
 	}
 }
 
+// ClusterMatcher is the matcher every selector of the dashboard has, so
+// that one dashboard reads one management cluster of a Prometheus (or
+// Thanos, Mimir) holding several, told apart by their cluster label.
+const ClusterMatcher = `cluster=~"$cluster"`
+
+// The dashboard has a cluster variable, listing the cluster labels of the
+// controllers' series, that lets every value through when none is chosen
+// (All is .*, which a Prometheus without a cluster label matches too),
+// and every selector of every panel and of every other variable's query
+// reads only the clusters chosen.
+func TestEveryDashboardQuerySelectsTheCluster(t *testing.T) {
+	d, err := ParseDashboard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range d.Templating.List {
+		if v.Name != "cluster" {
+			continue
+		}
+		found = true
+		if v.Type != "query" || !v.IncludeAll || !v.Multi || v.AllValue != ".*" {
+			t.Errorf("the cluster variable is of type %q, includeAll %v, multi %v, allValue %q: want a query, All (.*) included, several chosen at once", v.Type, v.IncludeAll, v.Multi, v.AllValue)
+		}
+	}
+	if !found {
+		t.Fatal("the dashboard has no cluster variable")
+	}
+	qs, err := Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range Analyse(t, qs) {
+		if strings.HasPrefix(a.Source, "alert ") || a.Source == "variable cluster" {
+			continue
+		}
+		if a.Error != "" {
+			t.Errorf("%s: %s does not parse: %s", a.Source, a.Expr, a.Error)
+			continue
+		}
+		for _, s := range a.Series {
+			n++
+			if !slices.Contains(s.Matchers, ClusterMatcher) {
+				t.Errorf("%s: %s reads %s%v without %s", a.Source, a.Expr, s.Metric, s.Matchers, ClusterMatcher)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("the dashboard's queries read no series")
+	}
+}
+
 // metricName is a metric's name as the Go source spells it.
 var metricName = regexp.MustCompile(`"(nodepool_[a-z_]+)"`)
 
@@ -322,8 +375,10 @@ nodepool_rollout_duration_seconds_count{initiator="spec"} 1
 	}
 }
 
-// The Makefile builds promtool at the version hack/tools/promtool/go.mod
-// pins, so bin/promtool-<version> is the module's.
+// The Makefile builds promtool (and the Prometheus server) at the version
+// hack/tools/promtool/go.mod pins, and scrape-config at the Prometheus
+// Operator's version hack/tools/prometheus-operator/go.mod pins, so
+// bin/<tool>-<version> is the module's.
 func TestTheMakefileBuildsThePinnedPromtool(t *testing.T) {
 	root, err := k8sbin.RepoRoot()
 	if err != nil {
@@ -341,6 +396,15 @@ func TestTheMakefileBuildsThePinnedPromtool(t *testing.T) {
 	inMod := regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/prometheus/prometheus (v\S+)`).FindSubmatch(mod)
 	if inMake == nil || inMod == nil || string(inMake[1]) != string(inMod[1]) {
 		t.Errorf("the Makefile's PROMETHEUS_VERSION %q is not the version hack/tools/promtool/go.mod requires %q", inMake, inMod)
+	}
+	mod, err = os.ReadFile(filepath.Join(root, "hack/tools/prometheus-operator/go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inMake = regexp.MustCompile(`(?m)^PROMETHEUS_OPERATOR_VERSION := (\S+)$`).FindSubmatch(mk)
+	inMod = regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/prometheus-operator/prometheus-operator (v\S+)`).FindSubmatch(mod)
+	if inMake == nil || inMod == nil || string(inMake[1]) != string(inMod[1]) {
+		t.Errorf("the Makefile's PROMETHEUS_OPERATOR_VERSION %q is not the version hack/tools/prometheus-operator/go.mod requires %q", inMake, inMod)
 	}
 }
 
