@@ -41,6 +41,8 @@ const scrapeInterval = "1s"
 // Services (observability.StaticDiscovery), with its meta labels; the
 // jobs' relabelings, honor_labels and the rest are the operator's.
 func checkWithAnOperatorPrometheus(t *testing.T, ns string, answers []observability.Answer, replicas map[string][]*replica) {
+	start := time.Now()
+	defer func() { t.Logf("the real Prometheus' part took %s", time.Since(start).Round(100*time.Millisecond)) }()
 	shippedConfig := observability.OperatorConfig(t, prometheus.ServiceMonitors)
 	fast := bytes.ReplaceAll(prometheus.ServiceMonitors, []byte("interval: 30s"), []byte("interval: "+scrapeInterval))
 	if bytes.Equal(fast, prometheus.ServiceMonitors) {
