@@ -13,6 +13,14 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 PROMETHEUS_VERSION := v0.316.0
 PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)
 PROMQL_SERIES := $(BIN)/promql-series-$(PROMETHEUS_VERSION)
+# A real Prometheus server (the same module, the same tag) and the
+# Prometheus Operator's configuration generator (scrape-config, the
+# operator's module version in hack/tools/prometheus-operator/go.mod):
+# test/install scrapes nodepool with the jobs the operator makes of the
+# shipped ServiceMonitors.
+PROMETHEUS := $(BIN)/prometheus-$(PROMETHEUS_VERSION)
+PROMETHEUS_OPERATOR_VERSION := v0.91.0
+SCRAPE_CONFIG := $(BIN)/scrape-config-$(PROMETHEUS_OPERATOR_VERSION)
 # The scenario engine's random interleavings: make test runs the fixed
 # seeds and SIM_ROTATE_COUNT more drawn from SIM_ROTATE (the commit), so
 # every commit explores interleavings no one ran before; the test prints
@@ -73,12 +81,21 @@ $(PROMTOOL):
 	@mkdir -p $(BIN)
 	cd hack/tools/promtool && go build -tags remove_all_sd -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
 
-$(PROMQL_SERIES):
+# Rebuilt when its source changes (its name is the Prometheus version's).
+$(PROMQL_SERIES): hack/tools/promtool/promql-series/main.go
 	@mkdir -p $(BIN)
 	cd hack/tools/promtool && go build -tags remove_all_sd -o $(PROMQL_SERIES) ./promql-series
 
+$(PROMETHEUS):
+	@mkdir -p $(BIN)
+	cd hack/tools/promtool && go build -tags remove_all_sd -o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
+
+$(SCRAPE_CONFIG): hack/tools/prometheus-operator/scrape-config/main.go
+	@mkdir -p $(BIN)
+	cd hack/tools/prometheus-operator && go build -o $(SCRAPE_CONFIG) ./scrape-config
+
 .PHONY: promtool
-promtool: $(PROMTOOL) $(PROMQL_SERIES) ## Build promtool and promql-series (the tests of config/prometheus) into bin/ (once).
+promtool: $(PROMTOOL) $(PROMQL_SERIES) $(PROMETHEUS) $(SCRAPE_CONFIG) ## Build promtool, promql-series, a Prometheus server and the Prometheus Operator's scrape-config (the tests of config/prometheus) into bin/ (once).
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRDs, and their copies in the Helm chart (commit the result).
@@ -132,7 +149,7 @@ clusterctl-repository: ## Write nodepool as a local clusterctl provider reposito
 # coordinator racing the -fuzztime deadline while a worker is slow, with no
 # failing input found) runs once more; a failing input is saved under
 # testdata/fuzz, so a real failure fails again.
-test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every test against a real API server (builds what it needs).
+test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) $(PROMETHEUS) $(SCRAPE_CONFIG) ## Run every test against a real API server (builds what it needs).
 	@fuzzlog=$$(mktemp); rc=0; frc=0; \
 	( for t in $(FUZZ_TARGETS); do \
 		case "$${t##*:}" in FuzzParseConfig) ft=20s ;; *) ft=10s ;; esac; \
@@ -148,6 +165,7 @@ test: control-plane $(CONTROLLER_GEN) $(PROMTOOL) $(PROMQL_SERIES) ## Run every 
 	echo "go test $(LONG_TEST_PACKAGES) ./... (the fuzz targets beside it)"; \
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	CONTROLLER_GEN="$(CONTROLLER_GEN)" PROMTOOL="$(PROMTOOL)" PROMQL_SERIES="$(PROMQL_SERIES)" \
+	PROMETHEUS="$(PROMETHEUS)" SCRAPE_CONFIG="$(SCRAPE_CONFIG)" \
 	NODEPOOL_SIM_ROTATE="$(SIM_ROTATE)" NODEPOOL_SIM_ROTATE_COUNT="$(SIM_ROTATE_COUNT)" \
 	go test -timeout $(TEST_TIMEOUT) -p $(TEST_PACKAGES) -parallel 4 $(TESTFLAGS) $(LONG_TEST_PACKAGES) \
 		$$(go list ./... | grep -vxF $(foreach p,$(LONG_TEST_PACKAGES),-e nodepool.dev/nodepool/$(p:./%=%))) || rc=$$?; \

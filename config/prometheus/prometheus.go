@@ -19,6 +19,12 @@ import (
 //go:embed prometheusrule.yaml
 var PrometheusRule []byte
 
+// ServiceMonitors is servicemonitor.yaml, the Prometheus Operator's scrape
+// of the controller's and the payload server's metrics Services.
+//
+//go:embed servicemonitor.yaml
+var ServiceMonitors []byte
+
 // Dashboard is dashboard.json, the Grafana dashboard.
 //
 //go:embed dashboard.json

@@ -34,7 +34,10 @@ import (
 // pending drift (its trust bundle changed); and a pool held by a
 // MachineDeployment of its name (reconcile errors, stage conflict). Every
 // metric an alert or a dashboard query names must be in the scrapes, with
-// every label the query needs.
+// every label the query needs. Then a real Prometheus scrapes them through
+// the jobs the Prometheus Operator makes of the shipped ServiceMonitors and
+// runs every alert and dashboard query (checkWithAnOperatorPrometheus):
+// each pool's series keep the pool's namespace.
 func TestTheAlertsAndTheDashboardNameOnlyExportedSeries(t *testing.T) {
 	qs, err := observability.Queries()
 	if err != nil {
@@ -164,6 +167,7 @@ func TestTheAlertsAndTheDashboardNameOnlyExportedSeries(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("config/prometheus names series the controller and payload server do not export:\n  %s", strings.Join(missing, "\n  "))
 	}
+	checkWithAnOperatorPrometheus(t, ns, answers, map[string][]*replica{controllerName: controllers, payloadName: payload})
 	checkReplicas(t)
 }
 

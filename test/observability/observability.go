@@ -54,6 +54,9 @@ type Query struct {
 type Series struct {
 	Metric string   `json:"metric"`
 	Labels []string `json:"labels"`
+	// Matchers are the selector's label matchers as PromQL writes them
+	// (namespace=~"$namespace"), the metric name's left out.
+	Matchers []string `json:"matchers"`
 }
 
 // Answer is what promql-series says of a query.
@@ -61,6 +64,10 @@ type Answer struct {
 	Query
 	Error  string   `json:"error"`
 	Series []Series `json:"series"`
+	// Operands are what the expression compares with a threshold (the
+	// sides of and, or and unless, without the comparison), as PromQL:
+	// evaluated, they show the series an alert would name, firing or not.
+	Operands []string `json:"operands"`
 }
 
 // grafanaIntervals are Grafana's interval variables, which Grafana
@@ -125,7 +132,10 @@ type Dashboard struct {
 			Name string `json:"name"`
 			Type string `json:"type"`
 			// Query is a string or {"query": "..."}.
-			Query json.RawMessage `json:"query"`
+			Query      json.RawMessage `json:"query"`
+			IncludeAll bool            `json:"includeAll"`
+			Multi      bool            `json:"multi"`
+			AllValue   string          `json:"allValue"`
 		} `json:"list"`
 	} `json:"templating"`
 }
@@ -204,6 +214,11 @@ type Exported map[string]map[string]bool
 // endpoint. With honorLabels a series' own label of the same name wins.
 var TargetLabels = []string{"job", "instance", "namespace", "service", "pod", "container", "endpoint"}
 
+// SelectorLabels are labels the dashboard's selectors match with a
+// pattern their absence matches too (cluster=~"$cluster", All being .*):
+// a multi-cluster store (Thanos, Mimir) adds them, a scrape does not.
+var SelectorLabels = []string{"cluster"}
+
 // PrometheusSeries are the series Prometheus makes itself for each target
 // it scrapes, with TargetLabels only.
 var PrometheusSeries = []string{"up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_samples_post_metric_relabeling", "scrape_series_added"}
@@ -267,7 +282,7 @@ func (e Exported) Unexported(as []Answer) []string {
 				continue
 			}
 			for _, l := range s.Labels {
-				if !labels[l] && !slices.Contains(TargetLabels, l) {
+				if !labels[l] && !slices.Contains(TargetLabels, l) && !slices.Contains(SelectorLabels, l) {
 					have := make([]string, 0, len(labels))
 					for k := range labels {
 						have = append(have, k)

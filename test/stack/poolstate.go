@@ -11,7 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
@@ -53,9 +56,36 @@ func (s *Stack) Observe(t testing.TB, p *nodepoolv1.NodePool) PoolState {
 func (s *Stack) WaitForPool(t testing.TB, p *nodepoolv1.NodePool, timeout time.Duration, what string, cond func(PoolState) bool) PoolState {
 	t.Helper()
 	return WaitFor(t, timeout, what, func() PoolState { return s.Observe(t, p) }, cond,
-		func(s PoolState) string {
-			return s.String() + "; conditions: " + Conditions(s.Pool) + "; standing: " + Standing(s.Pool) + "; nodepool.dev annotations: " + Annotations(s.Pool)
+		func(ps PoolState) string {
+			return ps.String() + "; conditions: " + Conditions(ps.Pool) + "; standing: " + Standing(ps.Pool) + "; nodepool.dev annotations: " + Annotations(ps.Pool) +
+				"; " + rolloutOf(s.Env.Client, ps.Pool) + "; controller: " + ControllerView(ps.Pool) + " (test clock now " + time.Now().UTC().Format(time.RFC3339Nano) + ")"
 		})
+}
+
+// rolloutOf words what Cluster API was asked and did for pool p, for a
+// failure message: its MachineDeployment's spec.rollout.after and its
+// MachineSets with their creation times (Cluster API replaces the machines
+// of those created before it).
+func rolloutOf(c client.Reader, p *nodepoolv1.NodePool) string {
+	ctx := context.Background()
+	md := &clusterv1.MachineDeployment{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(p), md); err != nil {
+		return "MachineDeployment: " + err.Error()
+	}
+	out := "MachineDeployment rollout.after " + md.Spec.Rollout.After.UTC().Format(time.RFC3339)
+	if md.Spec.Rollout.After.IsZero() {
+		out = "MachineDeployment rollout.after unset"
+	}
+	mss := &clusterv1.MachineSetList{}
+	if err := c.List(ctx, mss, client.InNamespace(p.Namespace)); err != nil {
+		return out + "; MachineSets: " + err.Error()
+	}
+	for _, ms := range mss.Items {
+		if metav1.IsControlledBy(&ms, md) {
+			out += fmt.Sprintf("; MachineSet %s created %s, %d replicas", ms.Name, ms.CreationTimestamp.UTC().Format(time.RFC3339), ptr.Deref(ms.Spec.Replicas, 0))
+		}
+	}
+	return out
 }
 
 // Standing words the pool's published status.rollout, for a failure

@@ -6,9 +6,15 @@
 //
 // It reads a JSON array of {"source": "...", "expr": "..."} on standard
 // input and writes a JSON array of {"source", "expr", "error", "series":
-// [{"metric", "labels"}]} on standard output, one entry per expression, in
-// order; an expression that does not parse has "error" set. The tests of
-// config/prometheus run it (test/observability).
+// [{"metric", "labels", "matchers"}], "operands"} on standard output, one
+// entry per expression, in order; an expression that does not parse has
+// "error" set. matchers are the selector's label matchers as PromQL writes
+// them (cluster=~"$cluster"), the metric name's left out; operands are
+// what the expression compares with a threshold, each as PromQL (of
+// `max by (pool) (x) > 0 or absent(y)`: `max by (pool) (x)` and
+// `absent(y)`), so a test can see the series an alert would name whether
+// it fires or not. The tests of config/prometheus run it
+// (test/observability).
 package main
 
 import (
@@ -27,15 +33,17 @@ type query struct {
 }
 
 type series struct {
-	Metric string   `json:"metric"`
-	Labels []string `json:"labels"`
+	Metric   string   `json:"metric"`
+	Labels   []string `json:"labels"`
+	Matchers []string `json:"matchers"`
 }
 
 type answer struct {
-	Source string   `json:"source"`
-	Expr   string   `json:"expr"`
-	Error  string   `json:"error,omitempty"`
-	Series []series `json:"series"`
+	Source   string   `json:"source"`
+	Expr     string   `json:"expr"`
+	Error    string   `json:"error,omitempty"`
+	Series   []series `json:"series"`
+	Operands []string `json:"operands"`
 }
 
 func main() {
@@ -69,7 +77,7 @@ func analyse(p parser.Parser, q query) answer {
 		if !ok {
 			return nil
 		}
-		s := series{Metric: vs.Name, Labels: []string{}}
+		s := series{Metric: vs.Name, Labels: []string{}, Matchers: []string{}}
 		for _, m := range vs.LabelMatchers {
 			if m.Name == labels.MetricName {
 				if m.Type == labels.MatchEqual {
@@ -78,6 +86,7 @@ func analyse(p parser.Parser, q query) answer {
 				continue
 			}
 			s.Labels = append(s.Labels, m.Name)
+			s.Matchers = append(s.Matchers, m.String())
 		}
 		for _, n := range path {
 			switch n := n.(type) {
@@ -95,5 +104,38 @@ func analyse(p parser.Parser, q query) answer {
 		a.Series = append(a.Series, s)
 		return nil
 	})
+	a.Operands = operands(expr)
 	return a
+}
+
+// operands are what expr compares with a threshold: the sides of and, or
+// and unless, each without a comparison with a number; expr itself when
+// it compares nothing.
+func operands(expr parser.Expr) []string {
+	switch e := expr.(type) {
+	case *parser.ParenExpr:
+		return operands(e.Expr)
+	case *parser.BinaryExpr:
+		switch {
+		case e.Op == parser.LAND || e.Op == parser.LOR || e.Op == parser.LUNLESS:
+			return append(operands(e.LHS), operands(e.RHS)...)
+		case e.Op.IsComparisonOperator() && isNumber(e.RHS):
+			return operands(e.LHS)
+		case e.Op.IsComparisonOperator() && isNumber(e.LHS):
+			return operands(e.RHS)
+		}
+	}
+	return []string{expr.String()}
+}
+
+func isNumber(e parser.Expr) bool {
+	for {
+		p, ok := e.(*parser.ParenExpr)
+		if !ok {
+			break
+		}
+		e = p.Expr
+	}
+	_, ok := e.(*parser.NumberLiteral)
+	return ok
 }
