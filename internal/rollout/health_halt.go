@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -107,14 +108,34 @@ func lastHealthy(in Input, target, running *UserData) string {
 	return hash
 }
 
+// rollingBackPayload is, while the health gate rolls a failed rollout
+// back, what the machines it makes boot: the payload most of the pool's
+// nodes run other than the failed rollout's. A forced rollout's
+// rollout.after stays on the MachineDeployment (a forced rollout is never
+// undone), so Cluster API replaces the old machines as it rolls back:
+// they boot what they ran, never the latest platform the NewNodes and
+// Rollout policies serve a settled pool, which no canary tested. "" when
+// the pool does not roll back (or a new forced rollout starts).
+func rollingBackPayload(in Input, d Decision) string {
+	h, failed := d.Health, d.RollbackFrom
+	if h == nil || h.Phase != HealthRollingBack || failed == nil || d.Action == ActionForce {
+		return ""
+	}
+	served := failed.PayloadHash
+	if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, failed.RolloutHash)]; ok {
+		served = t.PayloadHash
+	}
+	return nodesPayload(in, failed.PayloadHash, served)
+}
+
 // nodesPayload is the stored payload most of the pool's nodes run (by
-// their payload label), other than not; "" when none.
-func nodesPayload(in Input, not string) string {
+// their payload label), other than those of not; "" when none.
+func nodesPayload(in Input, not ...string) string {
 	count := map[string]int{}
 	best := ""
 	for _, n := range in.Nodes {
 		for _, hash := range sortedKeys(in.Payloads) {
-			if hash == not || n.Payload == "" || payload.PayloadLabelValue(hash) != n.Payload {
+			if slices.Contains(not, hash) || n.Payload == "" || payload.PayloadLabelValue(hash) != n.Payload {
 				continue
 			}
 			count[hash]++

@@ -36,6 +36,9 @@ func Decide(in Input) Plan {
 		if d.Health != nil && d.Health.LastHealthy != "" {
 			d.TokenPayload = d.Health.LastHealthy // a halted rollout: health_halt.go
 		}
+		if own := rollingBackPayload(in, d); own != "" {
+			d.TokenPayload = own // health_halt.go
+		}
 		planToken(in, tokenName, target.RolloutHash, d.TokenPayload, &p)
 		_, exists := stored[target.Name]
 		p.UserData = append(p.UserData, UserDataAction{UserData: target, TokenName: tokenName, Create: !exists})

@@ -458,3 +458,42 @@ func TestScenarioAHaltedInPlaceRolloutNeverCompletesByAScaleDown(t *testing.T) {
 		t.Errorf("machines %v boot the payload that failed (c2)\n%s", on, w.Trace())
 	}
 }
+
+// Seed 1700: a forced rollout that carried an owner change failed its
+// canary and rolled back; its rollout.after stays on the
+// MachineDeployment (a forced rollout is never undone), so Cluster API
+// replaces the old machines while the pool rolls back. Those machines
+// boot what the old machines ran, never the latest platform the
+// NewNodes policy serves a settled pool: no canary tested that.
+func TestScenarioARollbackOfAForcedRolloutBootsWhatTheOldMachinesRan(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+		np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesNewNodes
+	}})
+	old := latestHash(p)
+	badConfig(w, "c2", 5*time.Minute)
+	w.After(time.Minute, "platform bumps the proxy defaults to p2", func(*World) { p.Inputs.Platform[CompProxyDefaults] = "p2" })
+	w.After(2*time.Minute, "owner edits the config to c2 (bad after 5m); person runs apply-pending", func(*World) {
+		p.Inputs.Config = "c2"
+		ApplyPending(p, "")
+	})
+	var during []string
+	w.After(20*time.Minute, "look", func(*World) {
+		for _, m := range p.Machines {
+			if m.Payload != old && !slices.Contains(Values(p.Payloads[m.Payload]), "user-configs=c2") {
+				during = append(during, m.Name+" boots "+Short(m.Payload))
+			}
+		}
+	})
+	run(t, w, 3*time.Hour)
+	if p.Phase() != rollout.HealthRolledBack {
+		t.Fatalf("phase %q, want RolledBack\n%s", p.Phase(), w.Trace())
+	}
+	if len(during) > 0 {
+		t.Errorf("while the pool rolled back, %v: not what the old machines ran (%s)\n%s", during, Short(old), w.Trace())
+	}
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
+	}
+}
