@@ -121,6 +121,10 @@ const (
 	// ForcedHalted: the pool's rollout is halted by its health gate; the
 	// forced rollout waits for a resume or an owner change (ActionHold).
 	ForcedHalted ForcedState = "Halted"
+	// ForcedAfterRollback: the health gate rolls the pool back; the forced
+	// rollout starts once every machine runs the previous revision, as a
+	// rollout of its own with its own canary (ActionHold).
+	ForcedAfterRollback ForcedState = "AfterRollback"
 )
 
 // Forced is a forced-rollout request the engine weighed.

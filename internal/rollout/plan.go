@@ -119,6 +119,9 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	if f != nil && f.State == ForcedStarts && (haltHolds(in, o.target) != nil || drainHalted) {
 		f.State = ForcedHalted // health_halt.go: a halt holds until a resume or an owner change
 	}
+	if f != nil && f.State == ForcedStarts && rollingBack(in) {
+		f.State = ForcedAfterRollback // health.go
+	}
 	switch {
 	case in.RenderErr != nil:
 		d.Action, d.Reason = ActionInvalid, in.RenderErr.Error()
@@ -136,6 +139,10 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 		}
 		d.Reason = fmt.Sprintf("the rollout is halted by %s: the forced rollout (%s, machines created before %s) waits until `kubectl nodepool rollout resume` or an owner change",
 			by, f.Initiator, f.At.UTC().Format(time.RFC3339))
+	case f != nil && f.State == ForcedAfterRollback:
+		d.Action, d.Initiator, d.At, d.Machines = ActionHold, f.Initiator, f.At, forcedMachines(f.At)
+		d.Reason = fmt.Sprintf("the pool rolls back to the previous revision: the forced rollout (%s, machines created before %s) starts once every machine runs it, with its own canary",
+			f.Initiator, f.At.UTC().Format(time.RFC3339))
 	case f != nil && f.State == ForcedStarts:
 		d.Action, d.Initiator, d.At, d.Machines = ActionForce, f.Initiator, f.At, forcedMachines(f.At)
 	case o.deferred:

@@ -199,7 +199,7 @@ func (d Decision) Halted() bool {
 func waiting(d Decision, p *Plan) *Hold {
 	switch d.Action {
 	case ActionHold:
-		if f := d.Forced; f != nil && f.State == ForcedHalted {
+		if f := d.Forced; f != nil && (f.State == ForcedHalted || f.State == ForcedAfterRollback) {
 			return &Hold{By: HeldByHealthGate, Message: d.Reason}
 		}
 		return &Hold{By: HeldByMissingUserData, Message: d.Reason}
