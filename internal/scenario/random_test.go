@@ -176,7 +176,7 @@ func TestRandomSeed(t *testing.T) {
 var soakSeeds = []int64{
 	222, 828, // an InPlace node draining for an undone change halted the pool
 	923, 1463, // a halted InPlace rollout completed by a scale-down
-	1342, // an undo to a settled configuration under NewNodes (the invariant's mistake)
+	1342,       // an undo to a settled configuration under NewNodes (the invariant's mistake)
 	1700, 2220, // a rollback of a forced rollout replaced the old machines onto an untested platform, and a forced rollout took the rollback's machines as its canary
 }
 
