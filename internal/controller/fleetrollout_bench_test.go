@@ -89,7 +89,8 @@ func BenchmarkFleetRolloutReconcile(b *testing.B) {
 			c := fake.NewClientBuilder().WithScheme(inputstest.Scheme()).WithObjects(fr).WithStatusSubresource(&nodepoolv1.FleetRollout{}).Build()
 			r := &FleetRolloutReconciler{Client: cachedPools{Client: c, pools: pools}, Recorder: events.NewFakeRecorder(1 << 20), Clock: func() time.Time { return now }}
 			r.predicted.keep("bench", prediction{point: predictionPoint(&st)}) // the forecast made: none runs
-			for i := range pools { // each rolling pool's record read once: only a pool's history event reads it again
+			// Each rolling pool's record read once: only a pool's history event reads it again.
+			for i := range pools {
 				p := &pools[i]
 				r.records.keep(fleet.Ref{Namespace: p.Namespace, Name: p.Name}, p.UID, trig.Time, 0, &fleet.Record{Revision: 2, Outcome: "InProgress",
 					Initiator: nodepoolv1.FleetRolloutInitiator("bench")})

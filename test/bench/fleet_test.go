@@ -65,10 +65,10 @@ type fleetResult struct {
 	Pools int `json:"pools"`
 	// Shape is the fleet's shape (ShapesEnv), with its Clusters and
 	// namespaces; MachinesPerPool each pool's machines.
-	Shape           string `json:"shape"`
-	Clusters        int    `json:"clusters"`
-	Namespaces      int    `json:"namespaces"`
-	MachinesPerPool int32  `json:"machinesPerPool"`
+	Shape                 string  `json:"shape"`
+	Clusters              int     `json:"clusters"`
+	Namespaces            int     `json:"namespaces"`
+	MachinesPerPool       int32   `json:"machinesPerPool"`
 	SettleSeconds         float64 `json:"settleSeconds"`
 	SettleCPUSeconds      float64 `json:"settleCPUSeconds"`
 	ResyncSeconds         float64 `json:"resyncSeconds"`
