@@ -58,6 +58,11 @@ type FleetRolloutReconciler struct {
 	// shard running the fleet's rollouts has one of every namespace
 	// (fleetCluster), its manager's holding its own namespaces only.
 	Cache cache.Cache
+	// MembersIndexed: the cache Client reads through indexes NodePools by
+	// the fleet rollouts they are members of (indexFleetMembers), and a
+	// reconcile lists its rollout's members only; otherwise it lists every
+	// pool and picks them.
+	MembersIndexed bool
 
 	// expect holds the per-pool states written and not yet seen in the
 	// cache (see expectations.go).
@@ -278,9 +283,9 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	now := r.now()
-	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing NodePools: %w", err)
+	list, err := r.members(ctx, fr.Name)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	byRef := make(map[fleet.Ref]*nodepoolv1.NodePool, len(list.Items))
 	for i := range list.Items {
@@ -334,6 +339,40 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		after = predictionPoll // write the forecast once it is done
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// members lists the pools that keep a state in the fleet rollout name,
+// through the members' index when the cache has it (MembersIndexed): a
+// reconcile then reads its rollout's pools, not every pool of the fleet.
+// Without it, every pool (the others have no state in it: observe and
+// start look for it).
+func (r *FleetRolloutReconciler) members(ctx context.Context, name string) (*nodepoolv1.NodePoolList, error) {
+	list := &nodepoolv1.NodePoolList{}
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if r.MembersIndexed {
+		opts = append(opts, client.MatchingFields{fleetMembersIndex: name})
+	}
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing NodePools: %w", err)
+	}
+	return list, nil
+}
+
+// fleetMembersIndex indexes NodePools by the fleet rollouts they keep a
+// state in (fleet.RolloutsOf).
+const fleetMembersIndex = "fleetrollout.members"
+
+// indexFleetMembers registers fleetMembersIndex with a cache.
+func indexFleetMembers(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &nodepoolv1.NodePool{}, fleetMembersIndex, fleetMembers)
+}
+
+func fleetMembers(o client.Object) []string {
+	pool, ok := o.(*nodepoolv1.NodePool)
+	if !ok {
+		return nil
+	}
+	return fleet.RolloutsOf(pool)
 }
 
 // start selects the pools: each selected pool gets its wave (a Pending
@@ -638,9 +677,9 @@ func (r *FleetRolloutReconciler) forget(ctx context.Context, name string) error 
 	r.predicted.forget(name)
 	r.states.forget(name)
 	r.sizes.Delete(name)
-	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing NodePools: %w", err)
+	list, err := r.members(ctx, name)
+	if err != nil {
+		return err
 	}
 	key := nodepoolv1.FleetRolloutPoolAnnotation(name)
 	raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})
