@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 // last wave, as its controller sees it at a reconcile: the first two waves
 // done, of the last a third done, a third rolling (half of them with their
 // history record in progress) and a third not yet triggered; members in
-// the random order of the controller's cache.
+// namespace/name order, as the controller hands them (it sorts them).
 func decideInput(n int) Input {
 	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
 	started := metav1.NewTime(now.Add(-time.Hour))
@@ -49,8 +48,6 @@ func decideInput(n int) Input {
 		}
 		pools[RefOf(*m)] = obs
 	}
-	r := rand.New(rand.NewPCG(1, 2))
-	r.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
 	return Input{Name: "bench", Spec: nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionRestart, Waves: waves(1, "10%", "100%")},
 		Status: st, Generation: 1, Members: members, Pools: pools, Now: now}
 }
