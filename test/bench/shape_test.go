@@ -52,7 +52,8 @@ const clusterSizeSeed = 44
 
 // clusterSizeWeights are the chances of a Cluster having 1, 2, ... 8 pools
 // (percent): most Clusters have one to three pools, a few up to eight;
-// about 2.97 pools a Cluster on average.
+// about 3.1 pools a Cluster on average (300 pools are 88 Clusters,
+// 1,000 pools 323, 10,000 pools 3,251).
 var clusterSizeWeights = [8]int{25, 25, 15, 12, 8, 6, 5, 4}
 
 // clusterSizes is the number of pools of each Cluster of a fleet of n
