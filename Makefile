@@ -188,26 +188,40 @@ fuzz: ## Run every fuzz target of the repository (func Fuzz*), FUZZTIME=5m each.
 	done
 
 # Fleet sizes of the fleet benchmark, comma-separated (1000,10000 adds the
-# 10,000-pool fleet, ten namespaces of 1,000: about an hour on a busy 2-core
-# machine).
+# 10,000-pool fleet: ten namespaces of 1,000 pools or fewer, more than an
+# hour on a busy 2-core machine).
 NODEPOOL_BENCH_POOLS ?= 1000
+# Shapes each fleet is measured in: clusters (Clusters of 1 to 8 pools, a
+# fixed seeded draw, as real fleets are shaped) and one-cluster (the shape
+# before: one Cluster holds a namespace's 1,000 pools), both reported for
+# one release.
+NODEPOOL_BENCH_SHAPES ?= clusters,one-cluster
+# Machines each pool of the fleet and of the fleet rollout runs.
+NODEPOOL_BENCH_POOL_MACHINES ?= 2
+# Fleet sizes of the fleet rollout benchmark, comma-separated, each its own
+# fleet (300,1000,3000: the per-pool figures should stay flat).
+NODEPOOL_BENCH_FLEETROLLOUT_POOLS ?= 300
 # Shard counts each fleet is measured with, comma-separated: it settles
 # under the first; each further count restarts the controller as that many
 # shards (namespaces dealt round-robin) on the settled fleet.
 NODEPOOL_BENCH_SHARDS ?= 1,2,4
 
 .PHONY: bench
-bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100/1,000/10,000 pools, payload server throughput, 500 simulated machines to Running, the fleet (table + bin/bench/summary.json).
+bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100/1,000/10,000 pools, payload server throughput, 500 simulated machines to Running, the fleet in both shapes (table + bin/bench/summary.json), fleet.Decide and a FleetRollout reconcile at 300/1,000/3,000 pools, a fleet rollout (NODEPOOL_BENCH_FLEETROLLOUT_POOLS).
 	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
 	go test ./internal/scenario -run '^$$' -bench BenchmarkForecast -benchtime 1x -timeout 20m
 	go run ./hack/bench/payloadserver $(PAYLOAD_BENCHFLAGS)
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	go test ./test/bench -run '^$$' -bench BenchmarkSimScale -benchtime 1x -timeout 40m
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" NODEPOOL_BENCH_POOLS="$(NODEPOOL_BENCH_POOLS)" \
-	NODEPOOL_BENCH_SHARDS="$(NODEPOOL_BENCH_SHARDS)" NODEPOOL_BENCH_OUT="$(BIN)/bench" go test ./test/bench -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 300m
-	go test ./test/bench -run '^$$' -bench BenchmarkFleetOfPools -benchtime 1x -timeout 40m
+	NODEPOOL_BENCH_SHARDS="$(NODEPOOL_BENCH_SHARDS)" NODEPOOL_BENCH_SHAPES="$(NODEPOOL_BENCH_SHAPES)" \
+	NODEPOOL_BENCH_POOL_MACHINES="$(NODEPOOL_BENCH_POOL_MACHINES)" NODEPOOL_BENCH_OUT="$(BIN)/bench" \
+	go test ./test/bench -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 600m
+	go test ./internal/fleet -run '^$$' -bench BenchmarkDecide -benchmem
+	go test ./internal/controller -run '^$$' -bench BenchmarkFleetRolloutReconcile -benchmem
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
-	go test ./test/bench -run '^$$' -bench BenchmarkWavedPlatformRollout -benchtime 1x -timeout 60m
+	NODEPOOL_BENCH_FLEETROLLOUT_POOLS="$(NODEPOOL_BENCH_FLEETROLLOUT_POOLS)" NODEPOOL_BENCH_POOL_MACHINES="$(NODEPOOL_BENCH_POOL_MACHINES)" \
+	go test ./test/bench -run '^$$' -bench BenchmarkWavedPlatformRollout -benchtime 1x -timeout 600m
 
 # The dev environment keeps its state here; `make dev` again resumes it.
 DEV_DATA_DIR ?= .dev

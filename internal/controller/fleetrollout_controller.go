@@ -58,6 +58,11 @@ type FleetRolloutReconciler struct {
 	// shard running the fleet's rollouts has one of every namespace
 	// (fleetCluster), its manager's holding its own namespaces only.
 	Cache cache.Cache
+	// MembersIndexed: the cache Client reads through indexes NodePools by
+	// the fleet rollouts they are members of (indexFleetMembers), and a
+	// reconcile lists its rollout's members only; otherwise it lists every
+	// pool and picks them.
+	MembersIndexed bool
 
 	// expect holds the per-pool states written and not yet seen in the
 	// cache (see expectations.go).
@@ -68,6 +73,12 @@ type FleetRolloutReconciler struct {
 	// records keeps each member's history record of its trigger until
 	// one of its history records changes.
 	records records
+	// states keeps each member's kept state decoded, until its
+	// annotation changes (fleetrollout_expectations.go).
+	states states
+	// sizes is each fleet rollout's member count at its last reconcile:
+	// the time its pools' events are batched over grows with it (batchFor).
+	sizes sync.Map
 }
 
 // The fleet rollout controller's RBAC: it reads FleetRollouts and patches
@@ -115,12 +126,12 @@ func (r *FleetRolloutReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		WatchesRawSource(source.Kind(c, &nodepoolv1.FleetRollout{}, &handler.TypedEnqueueRequestForObject[*nodepoolv1.FleetRollout]{},
 			predicate.Or[*nodepoolv1.FleetRollout](predicate.TypedGenerationChangedPredicate[*nodepoolv1.FleetRollout]{},
 				predicate.TypedAnnotationChangedPredicate[*nodepoolv1.FleetRollout]{}, predicate.TypedLabelChangedPredicate[*nodepoolv1.FleetRollout]{}))).
-		WatchesRawSource(source.Kind(c, &nodepoolv1.NodePool{}, batched(func(ctx context.Context, o *nodepoolv1.NodePool) []reconcile.Request {
+		WatchesRawSource(source.Kind(c, &nodepoolv1.NodePool{}, batched(r.batchFor, func(ctx context.Context, o *nodepoolv1.NodePool) []reconcile.Request {
 			return r.rolloutsOf(ctx, o.GetAnnotations())
 		}), predicate.TypedFuncs[*nodepoolv1.NodePool]{UpdateFunc: func(e event.TypedUpdateEvent[*nodepoolv1.NodePool]) bool {
 			return fleetFactsChanged(e.ObjectOld, e.ObjectNew)
 		}})).
-		WatchesRawSource(source.Kind(c, &appsv1.ControllerRevision{}, batched(func(ctx context.Context, o *appsv1.ControllerRevision) []reconcile.Request {
+		WatchesRawSource(source.Kind(c, &appsv1.ControllerRevision{}, batched(r.batchFor, func(ctx context.Context, o *appsv1.ControllerRevision) []reconcile.Request {
 			name := o.GetLabels()[nodepoolv1.LabelPool]
 			if name == "" {
 				return nil
@@ -194,17 +205,40 @@ func fleetFactsChanged(old, cur *nodepoolv1.NodePool) bool {
 }
 
 // fleetBatch is how long pool and history events wait before the fleet
-// rollouts they map to are reconciled: the events of that time (a wave's
-// pools patched at once, each pool's records) wake a rollout once, so
-// its reconciles follow the rollout's time, not its pools' events.
-const fleetBatch = time.Second
+// rollouts they map to are reconciled, at least: the events of that time
+// (a wave's pools patched at once, each pool's records) wake a rollout
+// once, so its reconciles follow the rollout's time, not its pools'
+// events. A reconcile looks at every member (fleet.Decide, a few µs a
+// pool), so a rollout of more than fleetBatch/fleetBatchPerPool pools
+// waits fleetBatchPerPool a member, up to maxFleetBatch: its reconciles
+// are then fewer as it is larger, and the CPU they take a pool does not
+// grow with the fleet (BenchmarkFleetRolloutReconcile).
+const (
+	fleetBatch        = time.Second
+	fleetBatchPerPool = time.Millisecond
+	maxFleetBatch     = 10 * time.Second
+)
 
-// batched enqueues the requests of an object's events fleetBatch later;
-// the queue keeps one of a request already waiting.
-func batched[T client.Object](mapFn func(context.Context, T) []reconcile.Request) handler.TypedEventHandler[T, reconcile.Request] {
+// batchFor is how long the events of fleet rollout name are batched over:
+// fleetBatch, or fleetBatchPerPool a member at its last reconcile, up to
+// maxFleetBatch.
+func (r *FleetRolloutReconciler) batchFor(name string) time.Duration {
+	n, _ := r.sizes.Load(name)
+	members, _ := n.(int)
+	return batchOf(members)
+}
+
+func batchOf(members int) time.Duration {
+	return min(maxFleetBatch, max(fleetBatch, time.Duration(members)*fleetBatchPerPool))
+}
+
+// batched enqueues the requests of an object's events the rollout's
+// batch (batchFor) later; the queue keeps one of a request already
+// waiting.
+func batched[T client.Object](batchFor func(string) time.Duration, mapFn func(context.Context, T) []reconcile.Request) handler.TypedEventHandler[T, reconcile.Request] {
 	add := func(ctx context.Context, o T, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range mapFn(ctx, o) {
-			q.AddAfter(req, fleetBatch)
+			q.AddAfter(req, batchFor(req.Name))
 		}
 	}
 	return handler.TypedFuncs[T, reconcile.Request]{
@@ -249,9 +283,9 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	now := r.now()
-	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing NodePools: %w", err)
+	list, err := r.members(ctx, fr.Name)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	byRef := make(map[fleet.Ref]*nodepoolv1.NodePool, len(list.Items))
 	for i := range list.Items {
@@ -276,6 +310,7 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.sizes.Store(fr.Name, len(members))
 	res := fleet.Decide(fleet.Input{Name: fr.Name, Spec: fr.Spec, Status: fr.Status, Generation: fr.Generation, Members: members, Pools: pools, Now: now})
 	fr.Status = res.Status
 	forecasting := r.predict(ctx, fr, byRef, members, res.Store, now)
@@ -292,6 +327,8 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 	if terminal(fr) {
+		r.sizes.Delete(fr.Name)
+		r.states.forget(fr.Name)
 		return ctrl.Result{}, nil
 	}
 	after := r.Resync
@@ -302,6 +339,40 @@ func (r *FleetRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		after = predictionPoll // write the forecast once it is done
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// members lists the pools that keep a state in the fleet rollout name,
+// through the members' index when the cache has it (MembersIndexed): a
+// reconcile then reads its rollout's pools, not every pool of the fleet.
+// Without it, every pool (the others have no state in it: observe and
+// start look for it).
+func (r *FleetRolloutReconciler) members(ctx context.Context, name string) (*nodepoolv1.NodePoolList, error) {
+	list := &nodepoolv1.NodePoolList{}
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if r.MembersIndexed {
+		opts = append(opts, client.MatchingFields{fleetMembersIndex: name})
+	}
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing NodePools: %w", err)
+	}
+	return list, nil
+}
+
+// fleetMembersIndex indexes NodePools by the fleet rollouts they keep a
+// state in (fleet.RolloutsOf).
+const fleetMembersIndex = "fleetrollout.members"
+
+// indexFleetMembers registers fleetMembersIndex with a cache.
+func indexFleetMembers(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &nodepoolv1.NodePool{}, fleetMembersIndex, fleetMembers)
+}
+
+func fleetMembers(o client.Object) []string {
+	pool, ok := o.(*nodepoolv1.NodePool)
+	if !ok {
+		return nil
+	}
+	return fleet.RolloutsOf(pool)
 }
 
 // start selects the pools: each selected pool gets its wave (a Pending
@@ -362,8 +433,15 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 	var members []nodepoolv1.FleetRolloutPool
 	out := map[fleet.Ref]fleet.Pool{}
 	live := map[string]bool{}
+	key := nodepoolv1.FleetRolloutPoolAnnotation(fr.Name)
+	kept := r.states.of(fr.Name)
+	defer kept.sweep()
 	for ref, pool := range byRef {
-		sp, ok, err := fleet.MemberOf(pool, fr.Name)
+		v, member := pool.Annotations[key]
+		if !member {
+			continue
+		}
+		sp, ok, err := kept.decode(ref, v)
 		if err != nil {
 			r.Recorder.Eventf(fr, pool, corev1.EventTypeWarning, nodepoolv1.EventFleetPoolSkipped, "Observe", "%v: the pool is left out", err)
 			continue
@@ -391,6 +469,7 @@ func (r *FleetRolloutReconciler) observe(ctx context.Context, fr *nodepoolv1.Fle
 		}
 		out[ref] = obs
 	}
+	fleet.SortMembers(members) // Decide's order: it need not sort them again
 	return members, out, nil
 }
 
@@ -596,9 +675,11 @@ func (r *FleetRolloutReconciler) reader() client.Reader {
 func (r *FleetRolloutReconciler) forget(ctx context.Context, name string) error {
 	r.expect.forget(name)
 	r.predicted.forget(name)
-	list := &nodepoolv1.NodePoolList{}
-	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing NodePools: %w", err)
+	r.states.forget(name)
+	r.sizes.Delete(name)
+	list, err := r.members(ctx, name)
+	if err != nil {
+		return err
 	}
 	key := nodepoolv1.FleetRolloutPoolAnnotation(name)
 	raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})

@@ -29,7 +29,7 @@ func TestTheFleetControllerKeepsEachPoolsStateOnThePool(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	var objs []client.Object
 	for _, ns := range []string{"a", "b", "c"} {
-		p := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers", Generation: 1}}
+		p := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workers", Generation: 1, Labels: map[string]string{"fleet": "proxy"}}}
 		p.Status = nodepoolv1.NodePoolStatus{ObservedGeneration: 1, Replicas: 2, DesiredReplicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2,
 			Rollout:                  &nodepoolv1.RolloutStanding{Phase: nodepoolv1.RolloutPhaseSettled, Settled: true},
 			PendingManagementChanges: []nodepoolv1.PendingManagementChange{{Component: "apiserver-proxy"}}}
@@ -37,11 +37,15 @@ func TestTheFleetControllerKeepsEachPoolsStateOnThePool(t *testing.T) {
 	}
 	fr := &nodepoolv1.FleetRollout{ObjectMeta: metav1.ObjectMeta{Name: "proxy-fix", Generation: 1}, Spec: nodepoolv1.FleetRolloutSpec{
 		Action: nodepoolv1.FleetActionApplyPending, HeldPools: nodepoolv1.HeldPoolWait, Waves: []intstr.IntOrString{intstr.FromString("100%")},
-		MaxConcurrent: ptr.To[int32](2)}}
+		MaxConcurrent: ptr.To[int32](2), PoolSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "proxy"}}}}
 	objs = append(objs, fr)
-	c := fake.NewClientBuilder().WithScheme(inputstest.Scheme()).WithObjects(objs...).WithStatusSubresource(&nodepoolv1.FleetRollout{}, &nodepoolv1.NodePool{}).Build()
+	// A pool no selector matches: the reconciles list the members only
+	// (through the members' index, as the controller's cache has it).
+	objs = append(objs, &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "other", Generation: 1}})
+	c := fake.NewClientBuilder().WithScheme(inputstest.Scheme()).WithObjects(objs...).WithStatusSubresource(&nodepoolv1.FleetRollout{}, &nodepoolv1.NodePool{}).
+		WithIndex(&nodepoolv1.NodePool{}, fleetMembersIndex, fleetMembers).Build()
 	reconciler := func() *FleetRolloutReconciler {
-		return &FleetRolloutReconciler{Client: c, Recorder: events.NewFakeRecorder(100), Clock: func() time.Time { return now }}
+		return &FleetRolloutReconciler{Client: c, Recorder: events.NewFakeRecorder(100), Clock: func() time.Time { return now }, MembersIndexed: true}
 	}
 	r := reconciler()
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Name: "proxy-fix"}}

@@ -106,3 +106,62 @@ func TestAMembersRecordIsKeptUntilItsHistoryChanges(t *testing.T) {
 		t.Error("the pool's history changed: the kept record is still given")
 	}
 }
+
+// A reconcile decodes a member's kept state only when its annotation
+// changed since the last one; a state that cannot be read is reported at
+// every reconcile; a pool no longer a member is forgotten.
+func TestAMembersKeptStateIsDecodedAgainOnlyWhenItChanged(t *testing.T) {
+	var s states
+	a, b := fleet.Ref{Namespace: "n", Name: "a"}, fleet.Ref{Namespace: "n", Name: "b"}
+	k := s.of("r")
+	m, ok, err := k.decode(a, `{"wave":1,"state":"Pending"}`)
+	if !ok || err != nil || m.State != nodepoolv1.FleetPoolPending || m.Name != "a" {
+		t.Fatalf("decoded %+v, %v, %v", m, ok, err)
+	}
+	if _, ok, err := k.decode(b, `{"wave":0}`); ok || err == nil {
+		t.Fatalf("an unreadable state: %v, %v", ok, err)
+	}
+	k.sweep()
+	first := k.byRef[a]
+
+	k = s.of("r")
+	if m, ok, _ := k.decode(a, `{"wave":1,"state":"Pending"}`); !ok || k.byRef[a] != first || m.State != nodepoolv1.FleetPoolPending {
+		t.Fatalf("the same annotation decoded again: %+v", m)
+	}
+	if _, ok, err := k.decode(b, `{"wave":0}`); ok || err == nil {
+		t.Fatalf("an unreadable state is reported once only: %v, %v", ok, err)
+	}
+	k.sweep()
+
+	k = s.of("r")
+	if m, ok, _ := k.decode(a, `{"wave":1,"state":"Rolling","triggeredAt":"2026-12-05T10:00:00Z"}`); !ok || m.State != nodepoolv1.FleetPoolRolling || m.TriggeredAt == nil {
+		t.Fatalf("a changed annotation: %+v", m)
+	}
+	k.sweep()
+	if _, kept := k.byRef[b]; kept || len(k.byRef) != 1 {
+		t.Fatalf("a pool no longer a member is kept: %v", k.byRef)
+	}
+	s.forget("r")
+	if s.of("r").byRef[a] != nil {
+		t.Fatal("a forgotten rollout's states are kept")
+	}
+}
+
+// A fleet rollout's events are batched over a second, and over 1 ms a
+// member beyond 1,000 members, up to 10 s: its reconciles, each reading
+// every member, are fewer as it is larger.
+func TestAFleetRolloutsEventsAreBatchedLongerAsItIsLarger(t *testing.T) {
+	for members, want := range map[int]time.Duration{0: time.Second, 300: time.Second, 1000: time.Second, 3000: 3 * time.Second, 10000: 10 * time.Second, 50000: 10 * time.Second} {
+		if got := batchOf(members); got != want {
+			t.Errorf("%d members: %s, want %s", members, got, want)
+		}
+	}
+	var r FleetRolloutReconciler
+	r.sizes.Store("big", 5000)
+	if got := r.batchFor("big"); got != 5*time.Second {
+		t.Errorf("batchFor: %s", got)
+	}
+	if got := r.batchFor("unknown"); got != time.Second {
+		t.Errorf("batchFor of a rollout not reconciled yet: %s", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/fleet"
 )
 
@@ -117,4 +118,82 @@ func (r *records) keep(ref fleet.Ref, uid types.UID, at time.Time, version uint6
 		r.kept = map[fleet.Ref]keptRecord{}
 	}
 	r.kept[ref] = keptRecord{uid: uid, at: at, version: version, rec: rec}
+}
+
+// states keeps, per fleet rollout, each member's kept state decoded with
+// the annotation it was decoded from: a reconcile decodes only the
+// members whose annotation changed since the last one (a few), not every
+// member's JSON again.
+type states struct {
+	mu sync.Mutex
+	m  map[string]*keptStates
+}
+
+// keptStates are one fleet rollout's members decoded; a reconcile uses
+// them alone (the controller reconciles one rollout at a time).
+type keptStates struct {
+	byRef map[fleet.Ref]*decodedState
+	// gen counts the reconciles: a member not read at the current one
+	// (no longer a member, deleted) is dropped by sweep.
+	gen uint64
+}
+
+type decodedState struct {
+	value  string
+	member nodepoolv1.FleetRolloutPool
+	err    error
+	gen    uint64
+}
+
+// of is the fleet rollout name's decoded members, for one reconcile.
+func (s *states) of(name string) *keptStates {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*keptStates{}
+	}
+	k := s.m[name]
+	if k == nil {
+		k = &keptStates{byRef: map[fleet.Ref]*decodedState{}}
+		s.m[name] = k
+	}
+	k.gen++
+	return k
+}
+
+func (s *states) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, name)
+}
+
+// decode is fleet.Decode of the pool's annotation value, from the last
+// reconcile when the value is the same: ok is false when it cannot be
+// read (err says why), as fleet.MemberOf. The member returned shares its
+// TriggeredAt with the one kept: read it, never change it through it
+// (fleet.Decide works on copies).
+func (k *keptStates) decode(ref fleet.Ref, value string) (nodepoolv1.FleetRolloutPool, bool, error) {
+	d, ok := k.byRef[ref]
+	if !ok {
+		d = &decodedState{}
+		k.byRef[ref] = d
+	}
+	if !ok || d.value != value {
+		d.value = value
+		d.member, d.err = fleet.Decode(ref.Namespace, ref.Name, value)
+	}
+	d.gen = k.gen
+	if d.err != nil {
+		return nodepoolv1.FleetRolloutPool{}, false, d.err
+	}
+	return d.member, true, nil
+}
+
+// sweep drops the members not read at this reconcile.
+func (k *keptStates) sweep() {
+	for ref, d := range k.byRef {
+		if d.gen != k.gen {
+			delete(k.byRef, ref)
+		}
+	}
 }

@@ -176,7 +176,13 @@ func setupFleetRollouts(mgr ctrl.Manager, settings Settings, opts controller.Opt
 			return fmt.Errorf("indexing the pools' history: %w", err)
 		}
 		fr.Client, fr.Cache = indexedClient{cl.GetClient()}, cl.GetCache()
+		if err := indexFleetMembers(context.Background(), cl.GetFieldIndexer()); err != nil {
+			return fmt.Errorf("indexing the fleet rollouts' members: %w", err)
+		}
+	} else if err := indexFleetMembers(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing the fleet rollouts' members: %w", err)
 	}
+	fr.MembersIndexed = true
 	registerFleetMetrics(fr.Client, settings.Clock)
 	return fr.SetupWithManager(mgr, opts)
 }

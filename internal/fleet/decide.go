@@ -138,6 +138,10 @@ func Decide(in Input) Result {
 func newDecider(in Input) *decider {
 	d := &decider{in: in, res: Result{Status: *in.Status.DeepCopy()}, held: map[Ref]bool{}}
 	d.pools = members(in.Members)
+	d.kept = make([]kept, len(d.pools))
+	for i, p := range d.pools {
+		d.kept[i] = keptOf(p)
+	}
 	return d
 }
 
@@ -149,13 +153,11 @@ func (d *decider) finish() Result {
 	st.Attention, st.AttentionOmitted = attention(d.pools, d.held)
 	st.ObservedGeneration = d.in.Generation
 	d.conditions()
-	before := map[Ref]string{}
-	for _, m := range d.in.Members {
-		before[RefOf(m)] = Encode(m)
-	}
-	for _, p := range d.pools {
-		if v := Encode(p); v != before[RefOf(p)] {
-			d.res.Store = append(d.res.Store, Store{Ref: RefOf(p), Value: v})
+	// Only the members whose kept state changed are encoded: a decision
+	// over thousands of pools changes a few.
+	for i, p := range d.pools {
+		if k := keptOf(p); k != d.kept[i] {
+			d.res.Store = append(d.res.Store, Store{Ref: RefOf(p), Value: k.encode()})
 		}
 	}
 	d.res.Pools = d.pools
@@ -169,6 +171,8 @@ type decider struct {
 	pools []nodepoolv1.FleetRolloutPool
 	// held are the pools whose pause, window or exclusion holds them.
 	held map[Ref]bool
+	// kept is what each of pools keeps on its pool before the decision.
+	kept []kept
 }
 
 func (d *decider) st() *nodepoolv1.FleetRolloutStatus { return &d.res.Status }

@@ -3,7 +3,8 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +32,12 @@ type kept struct {
 }
 
 // Encode is the annotation value a member keeps on its pool.
-func Encode(p nodepoolv1.FleetRolloutPool) string {
+func Encode(p nodepoolv1.FleetRolloutPool) string { return keptOf(p).encode() }
+
+// keptOf is what a member keeps on its pool. Two members keep the same
+// annotation exactly when their kept values are equal (==): a decision
+// compares them, and encodes only the members whose value changed.
+func keptOf(p nodepoolv1.FleetRolloutPool) kept {
 	k := kept{Wave: p.Wave, State: p.State, Revision: p.Revision}
 	switch p.State {
 	case nodepoolv1.FleetPoolWaiting:
@@ -44,6 +50,10 @@ func Encode(p nodepoolv1.FleetRolloutPool) string {
 	if p.TriggeredAt != nil {
 		k.TriggeredAt = p.TriggeredAt.UTC().Format(time.RFC3339)
 	}
+	return k
+}
+
+func (k kept) encode() string {
 	raw, _ := json.Marshal(k)
 	return string(raw)
 }
@@ -76,20 +86,30 @@ func Decode(namespace, name, value string) (nodepoolv1.FleetRolloutPool, error) 
 	return p, nil
 }
 
-// members is a sorted copy of the members.
+// members is a sorted copy of the members (sorted already, as the
+// controller hands them, it is only checked).
 func members(in []nodepoolv1.FleetRolloutPool) []nodepoolv1.FleetRolloutPool {
 	out := make([]nodepoolv1.FleetRolloutPool, len(in))
 	for i := range in {
 		in[i].DeepCopyInto(&out[i])
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Namespace != out[j].Namespace {
-			return out[i].Namespace < out[j].Namespace
-		}
-		return out[i].Name < out[j].Name
-	})
+	if !slices.IsSortedFunc(out, compareMembers) {
+		slices.SortFunc(out, compareMembers)
+	}
 	return out
 }
+
+// compareMembers orders members by namespace, then name.
+func compareMembers(a, b nodepoolv1.FleetRolloutPool) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// SortMembers sorts members by namespace, then name: the order Decide
+// works in, which it then need not sort again.
+func SortMembers(members []nodepoolv1.FleetRolloutPool) { slices.SortFunc(members, compareMembers) }
 
 // maxAttentionMessage bounds a message status.attention quotes.
 const maxAttentionMessage = 512

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,20 +46,29 @@ const (
 	PoolsEnv = "NODEPOOL_BENCH_POOLS"
 	// OutEnv is the folder of the summary (default bin/bench).
 	OutEnv = "NODEPOOL_BENCH_OUT"
-	// PerNamespaceEnv is how many pools share a namespace (default 1000):
-	// a fleet of 10,000 is ten namespaces, each a Cluster with its pools.
+	// PerNamespaceEnv is how many pools share a namespace at most
+	// (default 1000): a fleet of 10,000 is ten namespaces or more, each
+	// with its Clusters (ShapesEnv: many of 1 to 8 pools, or one).
 	PerNamespaceEnv = "NODEPOOL_BENCH_POOLS_PER_NAMESPACE"
 	// AttachEnv is the folder of a fleet an earlier run left settled (its
 	// kubeconfig and controller-args, with its control plane still up):
 	// the run measures that fleet's resync, memory, edits and bump, and
 	// settles nothing. For a fleet whose settle takes longer than a run
 	// can wait (10,000 pools on 2 cores), or whose benchmark was stopped.
+	// The run must have the first run's shape (ShapesEnv, its first) and
+	// PerNamespaceEnv, which place the pools it edits.
 	AttachEnv = "NODEPOOL_BENCH_ATTACH"
 )
 
 // fleetResult is one fleet size's figures (the JSON summary's rows).
 type fleetResult struct {
-	Pools                 int     `json:"pools"`
+	Pools int `json:"pools"`
+	// Shape is the fleet's shape (ShapesEnv), with its Clusters and
+	// namespaces; MachinesPerPool each pool's machines.
+	Shape                 string  `json:"shape"`
+	Clusters              int     `json:"clusters"`
+	Namespaces            int     `json:"namespaces"`
+	MachinesPerPool       int32   `json:"machinesPerPool"`
 	SettleSeconds         float64 `json:"settleSeconds"`
 	SettleCPUSeconds      float64 `json:"settleCPUSeconds"`
 	ResyncSeconds         float64 `json:"resyncSeconds"`
@@ -127,9 +135,11 @@ type fleetResult struct {
 }
 
 // BenchmarkFleet runs `nodepool controller` in its own process over fleets
-// of pools with no machines (every other one InPlace) on the test control
-// plane, for each size of NODEPOOL_BENCH_POOLS, then a 3-machine rollout
-// through nodepool next to the same rollout of a bare MachineDeployment.
+// of pools of PoolMachinesEnv machines each (default 2; every other pool
+// InPlace) on the test control plane, for each size of
+// NODEPOOL_BENCH_POOLS in each shape of ShapesEnv (default: Clusters of 1
+// to 8 pools), then a 3-machine rollout through nodepool next to the same
+// rollout of a bare MachineDeployment.
 // It prints one table and writes summary.json to NODEPOOL_BENCH_OUT. Run
 // it once: -benchtime 1x.
 func BenchmarkFleet(b *testing.B) {
@@ -156,8 +166,10 @@ func BenchmarkFleet(b *testing.B) {
 	if from := os.Getenv(AttachEnv); from != "" {
 		results = append(results, attachFleet(b, bin, from, counts)...)
 	} else {
-		for _, n := range sizes {
-			results = append(results, runFleet(b, bin, dir, n, counts)...)
+		for _, shape := range shapes(b) {
+			for _, n := range sizes {
+				results = append(results, runFleet(b, bin, dir, n, counts, shape)...)
+			}
 		}
 		if os.Getenv(SettleOnlyEnv) == "" {
 			ratio = runRolloutComparison(b, bin, dir)
@@ -196,6 +208,10 @@ func BenchmarkFleet(b *testing.B) {
 		}
 		return secs(v)
 	}
+	row("shape", func(r fleetResult) string { return r.Shape })
+	row("  Clusters / namespaces / machines a pool", func(r fleetResult) string {
+		return fmt.Sprintf("%d/%d/%d", r.Clusters, r.Namespaces, r.MachinesPerPool)
+	})
 	row("controller processes (shards)", func(r fleetResult) string { return strconv.Itoa(r.Shards) })
 	row("settle (create every pool to Ready, Settled)", func(r fleetResult) string { return settle(r, r.SettleSeconds) })
 	row("  controller CPU in it", func(r fleetResult) string { return settle(r, r.SettleCPUSeconds) })
@@ -276,7 +292,7 @@ func BenchmarkFleet(b *testing.B) {
 			ratio["nodepoolSeconds"], ratio["bareSeconds"], ratio["ratio"])
 	}
 	for _, r := range results {
-		of := fmt.Sprintf(" (%d pools, %d shards)", r.Pools, r.Shards)
+		of := fmt.Sprintf(" (%d pools, %s, %d shards)", r.Pools, r.Shape, r.Shards)
 		if len(r.SettleWrites) > 0 {
 			t.WriteString(formatWrites("writes to settle, by client and resource"+of, r.SettleWrites, r.Pools))
 		}
@@ -338,16 +354,17 @@ func (f *fleet) emptyFootprint(b *testing.B) (rss, heap float64) {
 // resharded measures the settled fleet again as each further count of
 // counts (the first settled it): the quiet phase, resync, memory, edits
 // and bump.
-func resharded(b *testing.B, f *fleet, pw *poolWatch, n int, namespaces []string, nsOf func(int) string, counts []int, settledBy int) []fleetResult {
+func resharded(b *testing.B, f *fleet, pw *poolWatch, n int, l *fleetLayout, counts []int, settledBy int, machines int32) []fleetResult {
 	if len(counts) == 0 {
 		return nil
 	}
 	rss, heap := f.emptyFootprint(b)
 	var out []fleetResult
 	for _, k := range counts {
-		f.shards = shardArgs(k, namespaces)
+		f.shards = shardArgs(k, l.namespaces)
 		b.Logf("%d pools as %d shards", n, k)
-		out = append(out, measureSettled(b, f, pw, n, nsOf, fleetResult{Pools: n, Shards: k, SettledByShards: settledBy}, float64(k)*rss, float64(k)*heap))
+		res := fleetResult{Pools: n, Shards: k, SettledByShards: settledBy, Shape: l.shape, Clusters: l.clusterCount(), Namespaces: len(l.namespaces), MachinesPerPool: machines}
+		out = append(out, measureSettled(b, f, pw, n, l.nsOf, res, float64(k)*rss, float64(k)*heap))
 	}
 	return out
 }
@@ -412,10 +429,15 @@ func must(b *testing.B, err error) {
 }
 
 func fleetPool(ns, name string, replicas int32, inPlace bool) *nodepoolv1.NodePool {
+	return clusterPool(ns, "c1", name, replicas, inPlace)
+}
+
+// clusterPool is a pool of the Cluster cluster.
+func clusterPool(ns, cluster, name string, replicas int32, inPlace bool) *nodepoolv1.NodePool {
 	p := &nodepoolv1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: nodepoolv1.NodePoolSpec{
-			ClusterName: "c1", Replicas: ptr.To(replicas), Release: nodepoolv1.Release{Version: "v1.36.3"},
+			ClusterName: cluster, Replicas: ptr.To(replicas), Release: nodepoolv1.Release{Version: "v1.36.3"},
 			Config:                    []nodepoolv1.LocalObjectReference{{Name: "chrony"}},
 			InfrastructureTemplateRef: nodepoolv1.TemplateReference{APIGroup: simv1.GroupVersion.Group, Kind: simv1.KindSimMachineTemplate, Name: "small"},
 		},
@@ -442,18 +464,18 @@ func chrony(ns, server string) *corev1.ConfigMap {
 		Data: map[string]string{inputs.ConfigKey: "ignition: {version: 3.4.0}\nstorage: {files: [{path: /etc/chrony.conf, contents: {source: \"data:,server%20" + server + "\"}}]}\n"}}
 }
 
-// runFleet settles a fleet of n pools under the first of counts shards
-// and measures it, then measures it again as each further count.
-func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult {
+// runFleet settles a fleet of n pools in shape under the first of counts
+// shards and measures it, then measures it again as each further count.
+func runFleet(b *testing.B, bin, dir string, n int, counts []int, shape string) []fleetResult {
 	ctx := context.Background()
 	f, _ := startFleetEnv(b, bin, dir, false)
 	c := f.c
-	nsOf, namespaces := fleetNamespaces(b, n, counts)
-	for _, ns := range namespaces {
-		poolNamespace(b, c, ns)
-	}
-	f.shards = shardArgs(counts[0], namespaces)
-	res := fleetResult{Pools: n, Shards: counts[0]}
+	l := layoutFleet(b, shape, n, counts)
+	l.create(b, c)
+	machines := poolMachines(b)
+	b.Logf("%d pools of %d machines, %s", n, machines, l.describe())
+	f.shards = shardArgs(counts[0], l.namespaces)
+	res := fleetResult{Pools: n, Shards: counts[0], Shape: shape, Clusters: l.clusterCount(), Namespaces: len(l.namespaces), MachinesPerPool: machines}
 	pw := watchPools(b, f.env.Config, f.env.Scheme)
 
 	p := f.start(b)
@@ -479,7 +501,7 @@ func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult 
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				must(b, c.Create(ctx, fleetPool(nsOf(i), fmt.Sprintf("pool-%05d", i), 0, i%2 == 1)))
+				must(b, c.Create(ctx, clusterPool(l.ns[i], l.cluster[i], fmt.Sprintf("pool-%05d", i), machines, i%2 == 1)))
 			}
 		}()
 	}
@@ -504,8 +526,8 @@ func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult 
 	res.SettleWrites = writesByKind(settleWrites)
 	res.SettlePeakControllerWritesPerSec = peakWritesPerSecond(settleWrites, agentController)
 	res.SettlePeakCAPIWritesPerSec = peakWritesPerSecond(settleWrites, agentCAPI)
-	b.Logf("%d pools settled in %.1f s (load %s); CPU seconds: controller %.0f, kube-apiserver %.0f, etcd %.0f, Cluster API+sim %.0f, of %.0f on %d cores%s",
-		n, res.SettleSeconds, res.SettleLoad, res.SettleCPUSeconds, res.SettleAPIServerCPU, res.SettleEtcdCPU, res.SettleInProcessCPU,
+	b.Logf("%d pools (%s) settled in %.1f s (load %s); CPU seconds: controller %.0f, kube-apiserver %.0f, etcd %.0f, Cluster API+sim %.0f, of %.0f on %d cores%s",
+		n, l.describe(), res.SettleSeconds, res.SettleLoad, res.SettleCPUSeconds, res.SettleAPIServerCPU, res.SettleEtcdCPU, res.SettleInProcessCPU,
 		res.SettleSeconds*float64(runtime.NumCPU()), runtime.NumCPU(), formatWrites("writes to settle", res.SettleWrites, n))
 	measureQuiet(b, f, p, settledAt, &res) // writes_test.go
 	if os.Getenv(SettleOnlyEnv) != "" {
@@ -515,8 +537,8 @@ func runFleet(b *testing.B, bin, dir string, n int, counts []int) []fleetResult 
 	}
 	quiet(b, p) // Cluster API's last status updates reconciled
 	p.stop()
-	out := []fleetResult{measureSettled(b, f, pw, n, nsOf, res, rssEmpty, heapEmpty)}
-	out = append(out, resharded(b, f, pw, n, namespaces, nsOf, counts[1:], counts[0])...)
+	out := []fleetResult{measureSettled(b, f, pw, n, l.nsOf, res, rssEmpty, heapEmpty)}
+	out = append(out, resharded(b, f, pw, n, l, counts[1:], counts[0], machines)...)
 	// This fleet's control plane, Cluster API and sim stop here, not at
 	// the benchmark's end: the next fleet is measured alone.
 	pw.stop()
@@ -545,29 +567,10 @@ func attachFleet(b *testing.B, bin, from string, counts []int) []fleetResult {
 	pw.mu.Lock()
 	n := len(pw.pools)
 	pw.mu.Unlock()
-	nsOf, namespaces := fleetNamespaces(b, n, counts)
+	l := layoutFleet(b, shapes(b)[0], n, counts)
 	pw.waitAll(b, n, "every pool settled", settled)
-	b.Logf("attached to %d settled pools", n)
-	return resharded(b, f, pw, n, namespaces, nsOf, counts, 0)
-}
-
-// fleetNamespaces is the namespace of the i-th of n pools, and every
-// namespace of them: PerNamespaceEnv (default 1000) pools share one, or
-// fewer, so that the most shards of counts each own one at least.
-func fleetNamespaces(b *testing.B, n int, counts []int) (nsOf func(int) string, all []string) {
-	per := 1000
-	if v := os.Getenv(PerNamespaceEnv); v != "" {
-		var err error
-		if per, err = strconv.Atoi(v); err != nil || per <= 0 {
-			b.Fatalf("%s=%q: want a positive number", PerNamespaceEnv, v)
-		}
-	}
-	per = min(per, (n+slices.Max(counts)-1)/slices.Max(counts))
-	nsOf = func(i int) string { return fmt.Sprintf("fleet-%02d", i/per) }
-	for i := 0; i < n; i += per {
-		all = append(all, nsOf(i))
-	}
-	return nsOf, all
+	b.Logf("attached to %d settled pools (%s)", n, l.describe())
+	return resharded(b, f, pw, n, l, counts, 0, poolMachines(b))
 }
 
 // settled: the pool runs its payload, is Ready, has seen its spec and
@@ -578,7 +581,8 @@ func fleetNamespaces(b *testing.B, n int, counts []int) (nsOf func(int) string, 
 // rollouts complete, which is the settle, not a quiet fleet's noise.
 func settled(p *nodepoolv1.NodePool) bool {
 	return p.Annotations[nodepoolv1.AnnotationCurrentPayload] != "" && meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) &&
-		p.Status.ObservedGeneration == p.Generation && p.Status.Rollout != nil && p.Status.Rollout.Settled
+		p.Status.ObservedGeneration == p.Generation && p.Status.Rollout != nil && p.Status.Rollout.Settled &&
+		p.Status.ReadyReplicas == ptr.Deref(p.Spec.Replicas, 0) // its machines booted and their nodes ready
 }
 
 // measureSettled takes the figures of a settled fleet of n pools: a full

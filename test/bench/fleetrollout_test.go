@@ -5,44 +5,70 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/test/stack"
 )
 
 // Environment of BenchmarkWavedPlatformRollout.
 const (
-	// WavedPoolsEnv is the number of pools (default 1000).
+	// WavedPoolsEnv lists the fleet sizes, comma-separated (default 300):
+	// each is its own fleet, control plane and sub-benchmark (pools=N).
 	WavedPoolsEnv = "NODEPOOL_BENCH_FLEETROLLOUT_POOLS"
-	// WavedReplicasEnv is the machines per pool, 0 or 1 (default 0: the
-	// fleet rollout's own overhead, with no machine to replace).
+	// WavedReplicasEnv is the machines per pool (default PoolMachinesEnv's,
+	// 2): 0 measures the fleet rollout's own overhead, with no machine to
+	// replace.
 	WavedReplicasEnv = "NODEPOOL_BENCH_FLEETROLLOUT_REPLICAS"
 )
 
 // BenchmarkWavedPlatformRollout runs `nodepool controller` in its own
-// process over a fleet of pools and one FleetRollout (action Restart,
-// waves 1, 10%, 100%, no soak) over all of them. It reports the time from
-// the FleetRollout's creation to its first wave starting (the selection of
-// every pool recorded, the first pool annotated), the time to complete,
-// and the controller's CPU and API writes per pool during the rollout.
-// Run it once: -benchtime 1x.
+// process over a fleet of pools in the shape of ShapesEnv (its first;
+// default Clusters of 1 to 8 pools) and one FleetRollout (action Restart,
+// waves 1, 10%, 100%, no soak) over all of them, for each size of
+// WavedPoolsEnv. It reports the time from the FleetRollout's creation to
+// its first wave starting (the selection of every pool recorded, the
+// first pool annotated) and to complete, against the sum and the longest
+// of the pools' own rollouts (from their history records: started to
+// completed), and per pool the controller's CPU, its API writes, the
+// FleetRollout reconciles and history lists during the rollout. Run it
+// once: -benchtime 1x.
 func BenchmarkWavedPlatformRollout(b *testing.B) {
-	n, replicas := envInt(b, WavedPoolsEnv, 1000), envInt(b, WavedReplicasEnv, 0)
+	sizes := []int{300}
+	if v := os.Getenv(WavedPoolsEnv); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("%s=%q: want positive numbers, comma-separated", WavedPoolsEnv, v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	replicas := envInt(b, WavedReplicasEnv, int(poolMachines(b)))
 	dir := b.TempDir()
 	bin := buildNodepool(b, dir)
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("pools=%d", n), func(b *testing.B) { wavedRollout(b, bin, dir, n, int32(replicas)) })
+	}
+}
+
+func wavedRollout(b *testing.B, bin, dir string, n int, replicas int32) {
 	f, _ := startFleetEnv(b, bin, dir, false)
+	defer func() { _ = f.env.Stop() }() // the next size is measured alone
 	ctx := context.Background()
 	c := f.c
-	const ns = "fleet"
-	poolNamespace(b, c, ns)
+	l := layoutFleet(b, shapes(b)[0], n, nil)
+	l.create(b, c)
 	p := f.start(b)
 	defer p.stop()
 
@@ -53,7 +79,7 @@ func BenchmarkWavedPlatformRollout(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				pool := fleetPool(ns, fmt.Sprintf("pool-%05d", i), int32(replicas), false)
+				pool := clusterPool(l.ns[i], l.cluster[i], fmt.Sprintf("pool-%05d", i), replicas, false)
 				pool.Labels = map[string]string{"tier": "bench"}
 				must(b, c.Create(ctx, pool))
 			}
@@ -64,16 +90,16 @@ func BenchmarkWavedPlatformRollout(b *testing.B) {
 	}
 	close(work)
 	wg.Wait()
-	waitAll(b, c, ns, n, "every pool settled", func(p *nodepoolv1.NodePool) bool {
-		return meta.IsStatusConditionTrue(p.Status.Conditions, nodepoolv1.ConditionReady) && p.Status.ObservedGeneration == p.Generation &&
-			p.Status.ReadyReplicas == int32(replicas)
-	})
+	t00 := time.Now()
+	waitAll(b, c, "", n, "every pool settled", settled)
+	b.Logf("%d pools of %d machines (%s) settled in %.1f s (load %s)", n, replicas, l.describe(), time.Since(t00).Seconds(), loadAverage())
 	quiet(b, p)
 
 	cpu0, writes0 := p.sum(b, "process_cpu_seconds_total", nil), p.writes(b)
 	fleetReconciles := func() float64 {
 		return p.sum(b, "controller_runtime_reconcile_total", func(l map[string]string) bool { return l["controller"] == "fleetrollout" })
 	}
+	reconciles0, lists0 := fleetReconciles(), p.sum(b, "nodepool_fleetrollout_history_lists_total", nil)
 	fr := &nodepoolv1.FleetRollout{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
 		Spec: nodepoolv1.FleetRolloutSpec{
@@ -86,7 +112,7 @@ func BenchmarkWavedPlatformRollout(b *testing.B) {
 	t0 := time.Now()
 	must(b, c.Create(ctx, fr))
 	var firstWave time.Duration
-	deadline := time.Now().Add(60 * time.Minute)
+	deadline := time.Now().Add(120 * time.Minute)
 	for {
 		got := &nodepoolv1.FleetRollout{}
 		must(b, c.Get(ctx, client.ObjectKeyFromObject(fr), got))
@@ -102,22 +128,51 @@ func BenchmarkWavedPlatformRollout(b *testing.B) {
 		if time.Now().After(deadline) {
 			b.Fatalf("the fleet rollout did not complete: %s (%s)", got.Status.Phase, got.Status.Message)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(time.Duration(200+n/10) * time.Millisecond)
 	}
 	total := time.Since(t0)
 	b.StopTimer()
 	cpu := p.sum(b, "process_cpu_seconds_total", nil) - cpu0
 	writes := p.writes(b) - writes0
+	reconciles := fleetReconciles() - reconciles0
+	lists := p.sum(b, "nodepool_fleetrollout_history_lists_total", nil) - lists0
+	sum, longest, rolled := poolRollouts(b, c, fr.Name)
+	if rolled != n {
+		b.Errorf("%d pools have a completed rollout of the fleet rollout on record, want %d", rolled, n)
+	}
 	b.ReportMetric(firstWave.Seconds(), "s-to-first-wave")
 	b.ReportMetric(total.Seconds(), "s-to-complete")
+	b.ReportMetric(sum.Seconds(), "s-pool-rollouts-sum")
+	b.ReportMetric(longest.Seconds(), "s-pool-rollout-longest")
+	b.ReportMetric(total.Seconds()/sum.Seconds(), "complete/sum")
 	b.ReportMetric(cpu*1000/float64(n), "controller-cpu-ms/pool")
 	b.ReportMetric(writes/float64(n), "api-writes/pool")
-	lists := p.sum(b, "nodepool_fleetrollout_history_lists_total", nil)
-	b.ReportMetric(fleetReconciles(), "fleetrollout-reconciles")
-	b.ReportMetric(fleetReconciles()/float64(n), "fleetrollout-reconciles/pool")
+	b.ReportMetric(reconciles, "fleetrollout-reconciles")
+	b.ReportMetric(reconciles/float64(n), "fleetrollout-reconciles/pool")
 	b.ReportMetric(lists/float64(n), "history-lists/pool")
-	b.Logf("fleet rollout over %d pools (%d machines each): first wave after %.2f s, complete after %.1f s; controller CPU %.2f s (%.2f ms per pool), %.0f API writes (%.1f per pool), %.0f fleetrollout reconciles (%.2f per pool), %.0f history lists (%.2f per pool); load %s",
-		n, replicas, firstWave.Seconds(), total.Seconds(), cpu, cpu*1000/float64(n), writes, writes/float64(n), fleetReconciles(), fleetReconciles()/float64(n), lists, lists/float64(n), loadAverage())
+	b.Logf("fleet rollout over %d pools (%d machines each, %s): first wave after %.2f s, complete after %.1f s; "+
+		"the pools' own rollouts %.1f s in sum (%.1f s the longest, complete/sum %.3f); controller CPU %.2f s (%.2f ms per pool), "+
+		"%.0f API writes (%.1f per pool), %.0f fleetrollout reconciles (%.2f per pool), %.0f history lists (%.2f per pool); load %s",
+		n, replicas, l.describe(), firstWave.Seconds(), total.Seconds(), sum.Seconds(), longest.Seconds(), total.Seconds()/sum.Seconds(),
+		cpu, cpu*1000/float64(n), writes, writes/float64(n), reconciles, reconciles/float64(n), lists, lists/float64(n), loadAverage())
+}
+
+// poolRollouts sums the pools' rollouts the fleet rollout name requested
+// (their history records of its initiator: started to completed), with the
+// longest and how many pools have one completed.
+func poolRollouts(b *testing.B, c client.Client, name string) (sum, longest time.Duration, pools int) {
+	b.Helper()
+	list := &appsv1.ControllerRevisionList{}
+	must(b, c.List(context.Background(), list, client.HasLabels{nodepoolv1.LabelPool}))
+	for i := range list.Items {
+		e, err := history.Decode(&list.Items[i])
+		if err != nil || e.Initiator != nodepoolv1.FleetRolloutInitiator(name) || e.Outcome != history.OutcomeComplete || e.Completed == nil {
+			continue
+		}
+		d := e.Completed.Sub(e.Started)
+		sum, longest, pools = sum+d, max(longest, d), pools+1
+	}
+	return sum, longest, pools
 }
 
 func envInt(b *testing.B, name string, def int) int {
