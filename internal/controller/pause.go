@@ -105,6 +105,7 @@ func (r *Reconciler) deletedForMove(ctx context.Context, pool *nodepoolv1.NodePo
 	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
 		r.archived.Delete(pool.UID)
+		r.ownForced.Delete(pool.UID)
 		return true, client.IgnoreNotFound(r.Client.Update(ctx, pool))
 	}
 	return true, nil
