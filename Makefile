@@ -217,4 +217,5 @@ lint: ## go vet and gofmt.
 SEEDS ?= 1000
 .PHONY: soak-sim
 soak-sim: ## The scenario engine's random interleavings over SEEDS seeds (default 1000) on every core; a failing seed prints its trace and how to replay it.
-	time NODEPOOL_SIM_SEEDS=$(SEEDS) go test ./internal/scenario -run '^TestRandomInterleavings$$' -count=1 -timeout 180m
+	go test -c -o $(BIN)/scenario.test ./internal/scenario
+	cd internal/scenario && time NODEPOOL_SIM_SEEDS=$(SEEDS) $(BIN)/scenario.test -test.run '^TestRandomInterleavings$$' -test.count=1 -test.timeout 180m

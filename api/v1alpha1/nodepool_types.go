@@ -696,10 +696,10 @@ type RolloutStanding struct {
 	// first.
 	// +optional
 	Revision int64 `json:"revision,omitempty"`
-	// settled is true when nothing rolls, Cluster API has observed the
-	// machines' spec, and every machine is up to date and ready at the
-	// wanted count. A held rollout leaves a pool settled: its machines
-	// stand still.
+	// settled is true when nothing rolls, no halt holds, Cluster API has
+	// observed the machines' spec, and every machine is up to date and
+	// ready at the wanted count. A held rollout that has not started
+	// leaves a pool settled: its machines stand still.
 	// +optional
 	Settled bool `json:"settled"`
 	// message says what the phase does or waits for.

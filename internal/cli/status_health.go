@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/rollout"
 )
 
@@ -60,11 +60,11 @@ func healthNote(st *RolloutStatus, d rollout.Decision, now time.Time) {
 	}
 }
 
-// rolloutUnhealthy is the reason of the pool's RolloutHealthy condition
-// when it is False.
+// rolloutUnhealthy names the pool's halt (the reason RolloutHealthy
+// gives), "" when its standing is not Halted or RollingBack.
 func rolloutUnhealthy(pool *nodepoolv1.NodePool) string {
-	if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Status == metav1.ConditionFalse {
-		return c.Reason
+	if h := fleet.Halt(pool); h != nil { // as a fleet rollout reads it: from the standing
+		return h.Reason
 	}
 	return ""
 }

@@ -53,6 +53,7 @@ func TestOnlyWhatAFleetRolloutReadsOfAPoolWakesIt(t *testing.T) {
 		{"its replicas", func(p *nodepoolv1.NodePool) { p.Status.Replicas = 4 }, true},
 		{"its health gate fails", func(p *nodepoolv1.NodePool) {
 			meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: nodepoolv1.ConditionRolloutHealthy, Status: metav1.ConditionFalse, Reason: "Halted", Message: "1 machine unhealthy"})
+			p.Status.Rollout = &nodepoolv1.RolloutStanding{Phase: nodepoolv1.RolloutPhaseHalted, Message: "1 machine unhealthy"}
 		}, true},
 		{"not ready", func(p *nodepoolv1.NodePool) {
 			meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: nodepoolv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Halted"})

@@ -48,7 +48,7 @@ func (r *Reconciler) applyNodeActions(ctx context.Context, pool *nodepoolv1.Node
 		if err := r.markUpdateSecret(ctx, w, true); err != nil {
 			return err
 		}
-	case plan.Settled && written:
+	case plan.Complete && written:
 		if err := deleteUpdateSecret(ctx, c, r.Settings.NodeUpdateNamespace, pool); err != nil {
 			return err
 		}

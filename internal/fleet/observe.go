@@ -30,7 +30,7 @@ func Observe(pool *nodepoolv1.NodePool, now time.Time) Pool {
 		Paused:    poolmath.PauseAt(pool, now).Paused,
 		Updating:  st.Updating != "",
 		Held:      falseCond(nodepoolv1.ConditionMaintenanceWindow),
-		Unhealthy: falseCond(nodepoolv1.ConditionRolloutHealthy),
+		Unhealthy: Halt(pool),
 		Ready:     meta.IsStatusConditionTrue(st.Conditions, nodepoolv1.ConditionReady),
 		// The engine's standing says whether the pool is settled
 		// (status.rollout, internal/rollout/standing.go), for the
@@ -41,6 +41,28 @@ func Observe(pool *nodepoolv1.NodePool, now time.Time) Pool {
 		At:            at,
 		OutsideReason: outside,
 	}
+}
+
+// Halt is the pool's halt as its standing says it (status.rollout:
+// Halted or RollingBack), named by RolloutHealthy when that says why;
+// only a pool an older controller published no standing for is read
+// from the condition alone. Nil when the pool is not halted.
+func Halt(pool *nodepoolv1.NodePool) *Condition {
+	var cond *Condition
+	if c := meta.FindStatusCondition(pool.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Status == metav1.ConditionFalse {
+		cond = &Condition{Reason: c.Reason, Message: c.Message}
+	}
+	r := pool.Status.Rollout
+	if r == nil {
+		return cond
+	}
+	if r.Phase != nodepoolv1.RolloutPhaseHalted && r.Phase != nodepoolv1.RolloutPhaseRollingBack {
+		return nil
+	}
+	if cond != nil {
+		return cond
+	}
+	return &Condition{Reason: string(r.Phase), Message: r.Message}
 }
 
 // MemberOf is the pool's kept state in the fleet rollout name: ok is

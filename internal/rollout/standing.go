@@ -103,9 +103,11 @@ const (
 // (and the controller writes nothing).
 type Standing struct {
 	Phase Phase
-	// Settled is true when nothing rolls (status.updating is empty) and
-	// every machine is up to date and ready at the wanted count. A held
-	// rollout does not unsettle a pool: its machines stand still.
+	// Settled is true when nothing rolls (status.updating is empty), no
+	// halt holds, and every machine is up to date and ready at the wanted
+	// count: the pool is at rest. A held rollout that has not started
+	// does not unsettle a pool: its machines stand still. (Plan.Complete
+	// is the other question: whether the target's rollout is complete.)
 	Settled bool
 	// Message says what the phase is doing or waiting for.
 	Message string
@@ -140,7 +142,7 @@ func standingOf(in Input, p *Plan) Standing {
 	if md != nil {
 		replicas, upToDate, ready, observed = md.Replicas, md.UpToDateReplicas, md.ReadyReplicas, md.Complete
 	}
-	s.Settled = p.Updating == "" && observed && replicas == d.Replicas && upToDate == d.Replicas && ready == d.Replicas
+	s.Settled = p.Updating == "" && !d.Halted() && observed && replicas == d.Replicas && upToDate == d.Replicas && ready == d.Replicas
 	starts := d.Action == ActionCreate || d.Action == ActionStart || d.Action == ActionForce
 	health := HealthIdle
 	if d.Health != nil {

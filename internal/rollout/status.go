@@ -77,11 +77,11 @@ func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 		hold.explain(c)
 	}
 	p.Conditions = append(p.Conditions, configCond, versionCond)
-	p.Settled = onTarget(md, running, target) && !forcing && p.Record == nil && !d.Halted()
+	p.Complete = onTarget(md, running, target) && !forcing && p.Record == nil && !d.Halted()
 	switch {
 	case p.Record != nil:
 		p.Finish, p.FinishedAt = OutcomeSuperseded, p.Record.Started
-	case p.Settled:
+	case p.Complete:
 		p.Finish, p.FinishedAt = OutcomeComplete, in.Now
 	}
 	if justCompleted(in, running, target) && !forcing {

@@ -199,9 +199,11 @@ type Plan struct {
 	// Record is set when a rollout starts: the controller writes it to the
 	// pool's history.
 	Record *Record
-	// Settled is true when every machine runs the target and no rollout,
-	// forced or not, is in progress or starting.
-	Settled bool
+	// Complete is true when the target's rollout is complete: every
+	// machine runs the target, no rollout, forced or not, is in progress
+	// or starting, and no halt holds. (Standing.Settled is the other
+	// question: whether the pool is at rest.)
+	Complete bool
 	// Finish is the outcome of the rollouts on record that are still in
 	// progress ("" leaves them): Complete once the pool is settled,
 	// Superseded when a newer rollout starts (FinishedAt is then when).

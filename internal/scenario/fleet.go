@@ -31,6 +31,9 @@ type Fleet struct {
 	// last check (FleetTriggersOnlyWhatItMay).
 	triggered map[string]bool
 	was       nodepoolv1.FleetRolloutPhase
+	// decoded memoizes a member's kept state by its pool and annotation
+	// value (fleet.MemberOf decodes it at every look).
+	decoded map[string]nodepoolv1.FleetRolloutPool
 }
 
 // AddFleet starts a fleet rollout over the named pools.
@@ -168,9 +171,23 @@ func (f *Fleet) members() []nodepoolv1.FleetRolloutPool {
 		if p == nil {
 			continue
 		}
-		if m, ok, err := fleet.MemberOf(p.Obj, f.Name); ok && err == nil {
-			out = append(out, m)
+		v, ok := p.Obj.Annotations[nodepoolv1.FleetRolloutPoolAnnotation(f.Name)]
+		if !ok {
+			continue
 		}
+		key := r.Namespace + "/" + r.Name + "=" + v
+		m, ok := f.decoded[key]
+		if !ok {
+			var err error
+			if m, err = fleet.Decode(p.Obj.Namespace, p.Obj.Name, v); err != nil {
+				continue
+			}
+			if f.decoded == nil || len(f.decoded) > 4096 {
+				f.decoded = map[string]nodepoolv1.FleetRolloutPool{}
+			}
+			f.decoded[key] = m
+		}
+		out = append(out, *m.DeepCopy())
 	}
 	return out
 }

@@ -160,7 +160,7 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 			t.halt, t.haltPayload = "", ""
 		}
 	}
-	if plan.Settled {
+	if plan.Complete {
 		for _, m := range p.Machines {
 			t.passed[p.testedConfig(m.Payload)] = true
 			t.ownerPassed[p.ownerConfig(m.Payload)] = true
@@ -530,8 +530,8 @@ func TheDecisionSaysWhatHappens(c *Context) error {
 	if d.Action == rollout.ActionForce && (plan.MachineDeployment == nil || plan.MachineDeployment.RolloutAfter == nil) {
 		return fmt.Errorf("the decision forces a rollout but the plan sets no rollout.after")
 	}
-	if plan.Settled && d.InProgress {
-		return fmt.Errorf("the plan is settled while the decision says a rollout is in progress")
+	if plan.Complete && d.InProgress {
+		return fmt.Errorf("the plan is complete while the decision says a rollout is in progress")
 	}
 	return nil
 }

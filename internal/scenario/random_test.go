@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -76,6 +77,10 @@ func runSeeds(list []int64, workers int) []seedFailure {
 		workers = 1
 	}
 	out := make([]*seedFailure, len(list))
+	// A long run (make soak-sim) says how far it is and each failure as
+	// it happens, on stderr.
+	progress := len(list) >= 1000
+	var ran atomic.Int64
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
@@ -84,8 +89,19 @@ func runSeeds(list []int64, workers int) []seedFailure {
 			defer wg.Done()
 			for i := range next {
 				w := Random(list[i], DefaultRandom)
+				w.NoTrace = true
 				if err := w.RunFor(DefaultRandom.Length); err != nil {
+					// The same seed again, traced: a world is the same
+					// every time it runs.
+					w = Random(list[i], DefaultRandom)
+					err = w.RunFor(DefaultRandom.Length)
 					out[i] = &seedFailure{seed: list[i], err: err, trace: w.Trace()}
+					if progress {
+						fmt.Fprintf(os.Stderr, "soak: seed %d failed: %v\n", list[i], err)
+					}
+				}
+				if n := ran.Add(1); progress && n%500 == 0 {
+					fmt.Fprintf(os.Stderr, "soak: %d of %d seeds run\n", n, len(list))
 				}
 			}
 		}()

@@ -122,7 +122,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // row appends a trace row when something happened or a pool's state
 // changed since the last row.
 func (w *World) row() {
-	if w.Quiet {
+	if w.Quiet || w.NoTrace {
 		w.notes = nil
 		for _, p := range w.pools {
 			p.stepAction = ""

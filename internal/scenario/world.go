@@ -58,6 +58,10 @@ type World struct {
 	// Quiet keeps no trace and checks no invariant: a forecast's run,
 	// which the tests check against the traced, checked one.
 	Quiet bool
+	// NoTrace checks every invariant but keeps no trace: a soak's run,
+	// which replays a failing seed traced (a seed's world is the same
+	// every time).
+	NoTrace bool
 	// NoPolls looks at a pool again at the engine's DueAfter, not its
 	// RequeueAfter: the model misses no event, so the polls that guard a
 	// controller against a missed one are steps that change nothing (a
