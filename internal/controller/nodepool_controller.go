@@ -166,9 +166,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// A new pool's finalizer and its Cluster owner reference (pause.go:
 	// in the Cluster's hierarchy, which clusterctl move carries) are one
 	// write, not an update and then a patch.
-	if controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
+	if before := pool.DeepCopy(); controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
 		ownByCluster(pool, cluster)
-		if err := r.Client.Update(ctx, pool); err != nil {
+		if err := r.writeMetadata(ctx, before, pool); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -397,6 +397,17 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 	}
 }
 
+// writeMetadata writes the pool's metadata changes since before (its
+// finalizer, its Cluster owner reference) as a merge patch that holds the
+// version read, as an update would. Not an update: an update sends the
+// whole spec as this build encodes it (a nodeDrainTimeout of "2m" comes back
+// "2m0s"), which the release's nodepool-controller-writes policy refuses as
+// a change of the pool's spec — the pool would never get (or lose) its
+// finalizer.
+func (r *Reconciler) writeMetadata(ctx context.Context, before, pool *nodepoolv1.NodePool) error {
+	return r.Client.Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
 // patchPool writes the pool's metadata and status changes, once.
 // A reconcile that changes nothing writes nothing. A metadata patch that
 // removes or rewrites a request a person writes (requests.go) holds the
@@ -464,11 +475,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
 		r.deleteUpdateSecret(ctx, pool)
 	}
-	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
+	if before := pool.DeepCopy(); controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
 		r.archived.Delete(pool.UID)
 		r.ownForced.Delete(pool.UID)
-		return ctrl.Result{}, r.Client.Update(ctx, pool)
+		return ctrl.Result{}, r.writeMetadata(ctx, before, pool)
 	}
 	return ctrl.Result{}, nil
 }
