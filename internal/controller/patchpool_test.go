@@ -2,12 +2,15 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
@@ -86,4 +89,52 @@ func TestThePoolPatchNeverOverwritesAPersonsNewerRequest(t *testing.T) {
 			t.Errorf("annotations %v, want current-payload p2 and the note kept", got)
 		}
 	})
+}
+
+// A pool's finalizer is written as a merge patch of its metadata that
+// holds the version read, never as an update: an update sends the whole
+// spec as this build encodes it (a nodeDrainTimeout of "2m" comes back
+// "2m0s"), which the release's nodepool-controller-writes policy refuses as
+// a change of the pool's spec.
+func TestThePoolsFinalizerIsAMetadataPatch(t *testing.T) {
+	ctx := context.Background()
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "workers"}}
+	var sent []string
+	c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(inputstest.Scheme()).WithObjects(pool).Build(), interceptor.Funcs{
+		Update: func(context.Context, client.WithWatch, client.Object, ...client.UpdateOption) error {
+			t.Error("the pool was updated, want a patch of its metadata")
+			return nil
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			sent = append(sent, string(data))
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	read := &nodepoolv1.NodePool{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), read); err != nil {
+		t.Fatal(err)
+	}
+	before := read.DeepCopy()
+	controllerutil.AddFinalizer(read, nodepoolv1.Finalizer)
+	if err := (&Reconciler{Client: c}).writeMetadata(ctx, before, read); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 1 {
+		t.Fatalf("%d patches, want 1", len(sent))
+	}
+	var patch map[string]map[string]any
+	if err := json.Unmarshal([]byte(sent[0]), &patch); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := patch["metadata"]["resourceVersion"]; len(patch) != 1 || !ok || patch["metadata"]["finalizers"] == nil {
+		t.Errorf("the patch %s, want the metadata only: the finalizers, holding the resourceVersion read", sent[0])
+	}
+	got := &nodepoolv1.NodePool{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil || !controllerutil.ContainsFinalizer(got, nodepoolv1.Finalizer) {
+		t.Errorf("the pool's finalizers %v (%v), want %s", got.Finalizers, err, nodepoolv1.Finalizer)
+	}
 }
