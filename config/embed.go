@@ -14,3 +14,13 @@ var CRDs embed.FS
 
 // CRDDirs are the folders of CRDs in CRDs.
 var CRDDirs = []string{"crd/bases", "sim/crd/bases"}
+
+// Policies holds the ValidatingAdmissionPolicies (and their bindings) a
+// release installs, as it installs them: `nodepool dev up` applies the
+// same files, with the identities they name (production's ServiceAccounts).
+//
+//go:embed rbac/admission_policy.yaml rbac/machinedeployment_policy.yaml payload-server/base/admission_policy.yaml
+var Policies embed.FS
+
+// PolicyFiles are the files of Policies.
+var PolicyFiles = []string{"rbac/admission_policy.yaml", "rbac/machinedeployment_policy.yaml", "payload-server/base/admission_policy.yaml"}

@@ -69,6 +69,14 @@ const (
 	// nodepool-owns-machinedeployments is not installed; the controller
 	// resumed it. A pool pauses with `kubectl nodepool rollout pause`.
 	EventMachineDeploymentResumed = "MachineDeploymentResumed"
+	// EventExternalChangeReverted (Warning): a field of the pool's
+	// MachineDeployment (or an InPlace pool's MachineSet) that rolls,
+	// pauses or holds its machines was written by someone other than
+	// nodepool (where the admission policies are not installed, or by an
+	// identity they exempt); the message names the field manager and the
+	// fields. The change is recorded in the pool's history (initiator
+	// external) and the controller restored its own values.
+	EventExternalChangeReverted = "ExternalChangeReverted"
 )
 
 // Events of maintenance windows.

@@ -723,6 +723,38 @@ type RolloutStanding struct {
 	// next is the next time the rollout's standing changes by itself.
 	// +optional
 	Next *RolloutNextChange `json:"next,omitempty"`
+	// external is the last change nodepool did not make to a field of the
+	// pool's MachineDeployment (or an InPlace pool's MachineSet) that
+	// rolls, pauses or holds its machines: written where the admission
+	// policies are not installed, or by an identity they exempt. It is
+	// recorded in the pool's history (initiator external) and the
+	// controller restored its own values. It stays while its record is in
+	// the history.
+	// +optional
+	External *ExternalChange `json:"external,omitempty"`
+}
+
+// ExternalChange is a write nodepool did not make to the fields of a
+// pool's MachineDeployment or MachineSet that roll, pause or hold its
+// machines, as managedFields tell it.
+type ExternalChange struct {
+	// revision is the record of the change in the pool's history.
+	Revision int64 `json:"revision"`
+	// manager is the field manager that wrote the fields (managedFields).
+	// +kubebuilder:validation:MaxLength=256
+	Manager string `json:"manager"`
+	// at is when the manager last wrote them (managedFields).
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
+	// fields are the fields written, such as spec.rollout.after.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	Fields []string `json:"fields"`
+	// message says what the controller did.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
 }
 
 // RolloutHold is a rollout that waits.

@@ -332,17 +332,36 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 }
 
 func (r *Reconciler) applyMachineDeployment(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
-	set := func(md *clusterv1.MachineDeployment) { desiredMachineDeployment(md, pool, d, target) }
+	wrote := "" // the forced rollout time written
+	set := func(md *clusterv1.MachineDeployment) {
+		desiredMachineDeployment(md, pool, d, target)
+		// A rollout.after written outside the pool goes back to the
+		// controller's: Cluster API then keeps the MachineSet of the
+		// pool's template with the most machines (docs/rollouts.md).
+		if w.external.restores(rolloutAfterKnob) {
+			md.Spec.Rollout.After = ownRolloutAfter(target)
+		}
+		wrote = forcedTime(md)
+	}
 	replicas := func(md *clusterv1.MachineDeployment) *int32 { return md.Spec.Replicas }
-	patched, err := createOrPatch(ctx, r, pool, w.MachineDeployment, &clusterv1.MachineDeployment{}, set, replicas, d, target, "MachineDeployment")
+	read := w.MachineDeployment
+	patched, err := createOrPatch(ctx, r, pool, read, &clusterv1.MachineDeployment{}, set, replicas, d, target, "MachineDeployment")
 	if err != nil || !patched {
 		return err
 	}
-	if ptr.Deref(w.MachineDeployment.Spec.Paused, false) {
-		r.Recorder.Eventf(pool, w.MachineDeployment, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
-			"MachineDeployment %s was paused (spec.paused) outside the pool, which would hold its rollouts unseen; resumed it: pause the pool with `kubectl nodepool rollout pause %s -n %s`",
-			w.MachineDeployment.Name, pool.Name, pool.Namespace)
+	r.ownForced.Store(pool.UID, wrote)
+	paused := "spec.paused"
+	if v, ok := read.Annotations[clusterv1.PausedAnnotation]; ok && v != pausedByDrainHalt && target != nil {
+		paused = "the annotation " + clusterv1.PausedAnnotation
+		if ptr.Deref(read.Spec.Paused, false) {
+			paused = "spec.paused and the annotation " + clusterv1.PausedAnnotation
+		}
+	} else if !ptr.Deref(read.Spec.Paused, false) {
+		return nil
 	}
+	r.Recorder.Eventf(pool, read, corev1.EventTypeWarning, nodepoolv1.EventMachineDeploymentResumed, "Reconcile",
+		"MachineDeployment %s was paused (%s) outside the pool, which would hold its rollouts unseen; resumed it: pause the pool with `kubectl nodepool rollout pause %s -n %s`",
+		read.Name, paused, pool.Name, pool.Namespace)
 	return nil
 }
 

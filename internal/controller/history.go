@@ -64,7 +64,7 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		return nil
 	}
 	if plan.Record != nil {
-		if n := len(owned); n > 0 && sameRollout(&owned[n-1], plan.Record) {
+		if last := lastRollout(owned); last != nil && sameRollout(last, plan.Record) {
 			return nil // recorded already, by a reconcile that did not get to start it
 		}
 	}
@@ -140,6 +140,18 @@ func (r *Reconciler) prune(ctx context.Context, owned *[]appsv1.ControllerRevisi
 func overLimit(pool *nodepoolv1.NodePool, limit int) bool {
 	n := len(pool.Status.Revisions)
 	return n > limit+1 || (n > limit && pool.Status.Updating == "")
+}
+
+// lastRollout is the newest of owned that records a rollout of the
+// controller's (not an external change, which is finished when written),
+// nil when there is none.
+func lastRollout(owned []appsv1.ControllerRevision) *appsv1.ControllerRevision {
+	for i := len(owned) - 1; i >= 0; i-- {
+		if owned[i].Annotations[history.AnnotationOutcome] != history.OutcomeReverted {
+			return &owned[i]
+		}
+	}
+	return nil
 }
 
 // sameRollout reports whether a revision in progress records the rollout

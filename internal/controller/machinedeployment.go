@@ -45,9 +45,13 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 		md.Annotations = map[string]string{}
 	}
 	md.Spec.ClusterName = pool.Spec.ClusterName
+	// Cluster API's paused annotation is the controller's while a drain
+	// halts the rollout, and no one else's: one written outside the pool
+	// (where the admission policies are absent) would hold every rollout
+	// and scale unseen, so it goes, as spec.paused does (below).
 	if target != nil && target.Paused {
 		md.Annotations[clusterv1.PausedAnnotation] = pausedByDrainHalt
-	} else if target != nil && md.Annotations[clusterv1.PausedAnnotation] == pausedByDrainHalt {
+	} else if target != nil {
 		delete(md.Annotations, clusterv1.PausedAnnotation)
 	}
 
@@ -155,6 +159,7 @@ func desiredMachineSpec(spec *clusterv1.MachineSpec, pool *nodepoolv1.NodePool, 
 		return
 	}
 	spec.Version = target.Version
+	spec.FailureDomain = "" // a pool's machines spread as Cluster API places them; nodepool writes none
 	spec.Bootstrap = clusterv1.Bootstrap{DataSecretName: ptr.To(target.DataSecretName)}
 	// The infrastructure reference moves only with the target's clone: a
 	// changed spec.infrastructureTemplateRef kind or group alone (a held

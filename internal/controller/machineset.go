@@ -43,12 +43,27 @@ func desiredMachineSet(ms *clusterv1.MachineSet, pool *nodepoolv1.NodePool, d ro
 	if target != nil && target.RolloutAfter != nil {
 		ms.Annotations[nodepoolv1.AnnotationInPlaceRolloutAfter] = target.RolloutAfter.UTC().Format(time.RFC3339)
 	}
+	if target != nil {
+		delete(ms.Annotations, clusterv1.PausedAnnotation) // never the controller's on a MachineSet
+	}
 	desiredMachineSpec(&ms.Spec.Template.Spec, pool, target)
 }
 
 func (r *Reconciler) applyMachineSet(ctx context.Context, pool *nodepoolv1.NodePool, w *world, d rollout.Decision, target *rollout.MachineDeploymentTarget) error {
-	set := func(ms *clusterv1.MachineSet) { desiredMachineSet(ms, pool, d, target) }
+	wrote := "" // the forced rollout time written
+	set := func(ms *clusterv1.MachineSet) {
+		desiredMachineSet(ms, pool, d, target)
+		// A forced rollout time written outside the pool goes back to the
+		// controller's (external.go).
+		if w.external.restores(inPlaceRolloutAfterKnob) && (target == nil || target.RolloutAfter == nil) {
+			delete(ms.Annotations, nodepoolv1.AnnotationInPlaceRolloutAfter)
+		}
+		wrote = forcedTime(ms)
+	}
 	replicas := func(ms *clusterv1.MachineSet) *int32 { return ms.Spec.Replicas }
-	_, err := createOrPatch(ctx, r, pool, w.InPlaceSet, &clusterv1.MachineSet{}, set, replicas, d, target, "MachineSet") // apply.go
+	patched, err := createOrPatch(ctx, r, pool, w.InPlaceSet, &clusterv1.MachineSet{}, set, replicas, d, target, "MachineSet") // apply.go
+	if err == nil && patched {
+		r.ownForced.Store(pool.UID, wrote)
+	}
 	return err
 }

@@ -77,6 +77,10 @@ type Reconciler struct {
 	// archived remembers, by pool UID, the versions of the records and of
 	// the history archive last found equal (history_archive.go).
 	archived sync.Map
+	// ownForced is, by pool UID, the forced rollout time of the pool's
+	// MachineDeployment (MachineSet) last found or written as the
+	// controller's (external.go).
+	ownForced sync.Map
 	// announcements are the Normal events emitted, by pool version
 	// (announced); nil: none is remembered.
 	announcements *lru[string, bool]
@@ -162,9 +166,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// A new pool's finalizer and its Cluster owner reference (pause.go:
 	// in the Cluster's hierarchy, which clusterctl move carries) are one
 	// write, not an update and then a patch.
-	if controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
+	if before := pool.DeepCopy(); controllerutil.AddFinalizer(pool, nodepoolv1.Finalizer) {
 		ownByCluster(pool, cluster)
-		if err := r.Client.Update(ctx, pool); err != nil {
+		if err := r.writeMetadata(ctx, before, pool); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -201,8 +205,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		{stageHistory, r.restoreHistory}, // history_archive.go: a moved pool's records
 		{stageRead, r.gather},
 		{stageRead, r.observePool},
+		{stageRead, r.detectExternalForce}, // external.go: before the engine reads the forced rollout time
 		{stageDecide, r.decide},
+		{stageRead, r.detectExternal}, // external.go: a rollout nodepool did not start
 		{stageHistory, r.record},
+		{stageHistory, r.recordExternal}, // external_record.go
 		{stageApply, r.applyPlan},
 		{stageHistory, r.archiveHistory},
 	} {
@@ -228,6 +235,9 @@ type poolReconcile struct {
 	plan *rollout.Plan
 	// stage is the phase that failed, "" when none did.
 	stage string
+	// external are the external changes found, as recorded
+	// (external_record.go).
+	external []nodepoolv1.ExternalChange
 }
 
 // gather reads and renders the pool's inputs (a bad input is the engine's
@@ -375,6 +385,7 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 		}
 		st.Rollout = plan.Decision.Standing.Published() // where the pool stands: internal/rollout/standing.go
 		st.Rollout.Revision = history.Newest(st.Revisions)
+		externalStanding(rc, st) // external_record.go
 		conditions = append(plan.Conditions, active)
 	}
 	for _, c := range conditions {
@@ -386,12 +397,25 @@ func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, e
 	}
 }
 
+// writeMetadata writes the pool's metadata changes since before (its
+// finalizer, its Cluster owner reference) as a merge patch that holds the
+// version read, as an update would. Not an update: an update sends the
+// whole spec as this build encodes it (a nodeDrainTimeout of "2m" comes back
+// "2m0s"), which the release's nodepool-controller-writes policy refuses as
+// a change of the pool's spec — the pool would never get (or lose) its
+// finalizer.
+func (r *Reconciler) writeMetadata(ctx context.Context, before, pool *nodepoolv1.NodePool) error {
+	return r.Client.Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
 // patchPool writes the pool's metadata and status changes, once.
-// A reconcile that changes nothing writes nothing.
+// A reconcile that changes nothing writes nothing. A metadata patch that
+// removes or rewrites a request a person writes (requests.go) holds the
+// version it read.
 func (r *Reconciler) patchPool(ctx context.Context, before, after *nodepoolv1.NodePool) error {
 	status := after.Status.DeepCopy()
 	if !equality.Semantic.DeepEqual(before.ObjectMeta, after.ObjectMeta) {
-		if err := r.Client.Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		if err := r.Client.Patch(ctx, after, metadataPatch(before, after)); err != nil {
 			return fmt.Errorf("patching NodePool: %w", err)
 		}
 	}
@@ -451,10 +475,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 	if pool.Spec.Management.UpgradeType == nodepoolv1.UpgradeTypeInPlace {
 		r.deleteUpdateSecret(ctx, pool)
 	}
-	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
+	if before := pool.DeepCopy(); controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
 		r.archived.Delete(pool.UID)
-		return ctrl.Result{}, r.Client.Update(ctx, pool)
+		r.ownForced.Delete(pool.UID)
+		return ctrl.Result{}, r.writeMetadata(ctx, before, pool)
 	}
 	return ctrl.Result{}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/observe"
@@ -18,6 +19,11 @@ type world struct {
 	observe.Objects
 	nodes     []corev1.Node
 	nodesRead bool
+	// external are the changes someone else made to the knobs of the
+	// pool's MachineDeployment or MachineSet (external.go), and fresh that
+	// object read uncached, with its managedFields, when it was.
+	external externalChanges
+	fresh    client.Object
 }
 
 // observe reads the pool's MachineDeployment, MachineSets, Machines and

@@ -102,10 +102,11 @@ func (r *Reconciler) deletedForMove(ctx context.Context, pool *nodepoolv1.NodePo
 	if _, ok := pool.Annotations[deleteForMoveAnnotation]; !ok {
 		return false, nil
 	}
-	if controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
+	if before := pool.DeepCopy(); controllerutil.RemoveFinalizer(pool, nodepoolv1.Finalizer) {
 		forgetPool(pool)
 		r.archived.Delete(pool.UID)
-		return true, client.IgnoreNotFound(r.Client.Update(ctx, pool))
+		r.ownForced.Delete(pool.UID)
+		return true, client.IgnoreNotFound(r.writeMetadata(ctx, before, pool))
 	}
 	return true, nil
 }

@@ -111,7 +111,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, settings Settings, opts contro
 		return fmt.Errorf("indexing the pools' objects: %w", err)
 	}
 	r := &Reconciler{
-		Client:       indexedClient{mgr.GetClient()},
+		// Every write carries the shard's field manager: managedFields
+		// tell nodepool's writes from others' (external.go).
+		Client:       indexedClient{client.WithFieldOwner(mgr.GetClient(), settings.Shard.FieldManager())},
 		APIReader:    mgr.GetAPIReader(),
 		Cache:        mgr.GetCache(),
 		ClusterCache: cc,

@@ -187,6 +187,9 @@ func Up(ctx context.Context, o UpOptions, out io.Writer) (retErr error) {
 	if e.client, err = client.New(e.cp.config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
+	if err := installPolicies(ctx, e.client); err != nil { // policies.go
+		return fmt.Errorf("installing the admission policies: %w", err)
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer e.stop(cancel)
@@ -237,7 +240,7 @@ func (e *env) startPayloadServer(ctx context.Context) error {
 		return err
 	}
 	o := e.opts.PayloadServer
-	o.Config = e.cp.config
+	o.Config = as(e.cp.config, payloadServerUser)
 	o.Address = net.JoinHostPort("127.0.0.1", strconv.Itoa(e.opts.PayloadServerPort))
 	o.CertFile, o.KeyFile = certFile, keyFile
 	o.Logger = ctrl.Log.WithName("payload-server")
@@ -259,20 +262,20 @@ func (e *env) startControllers(ctx context.Context, scheme *runtime.Scheme) erro
 	if err := capi.DisableRateLimiting(); err != nil {
 		return err
 	}
-	capiMgr, err := capi.NewManager(ctx, e.cp.config, capi.Options{Scheme: scheme, Concurrency: e.opts.CAPIConcurrency})
+	capiMgr, err := capi.NewManager(ctx, as(e.cp.config, clusterAPIUser), capi.Options{Scheme: scheme, Concurrency: e.opts.CAPIConcurrency})
 	if err != nil {
 		return err
 	}
 	skip := true
-	newManager := func(cache func() ctrl.Options, metrics string) (manager.Manager, error) {
+	newManager := func(cfg *rest.Config, cache func() ctrl.Options, metrics string) (manager.Manager, error) {
 		o := cache()
 		o.Scheme = scheme
 		o.Metrics = metricsserver.Options{BindAddress: metrics}
 		o.HealthProbeBindAddress = "0"
 		o.Controller = config.Controller{SkipNameValidation: &skip}
-		return ctrl.NewManager(rest.CopyConfig(e.cp.config), o)
+		return ctrl.NewManager(rest.CopyConfig(cfg), o)
 	}
-	ctrlMgr, err := newManager(func() ctrl.Options { return ctrl.Options{Cache: controller.CacheOptions()} }, e.opts.ControllerMetricsAddress)
+	ctrlMgr, err := newManager(as(e.cp.config, controllerUser), func() ctrl.Options { return ctrl.Options{Cache: controller.CacheOptions()} }, e.opts.ControllerMetricsAddress)
 	if err != nil {
 		return fmt.Errorf("creating the NodePool controller's manager: %w", err)
 	}
@@ -281,7 +284,7 @@ func (e *env) startControllers(ctx context.Context, scheme *runtime.Scheme) erro
 	if err := controller.Setup(ctx, ctrlMgr, settings, ctrlcontroller.Options{MaxConcurrentReconciles: e.opts.ControllerConcurrency}); err != nil {
 		return fmt.Errorf("setting up the NodePool controller: %w", err)
 	}
-	simMgr, err := newManager(func() ctrl.Options { return ctrl.Options{Cache: sim.CacheOptions()} }, "0")
+	simMgr, err := newManager(e.cp.config, func() ctrl.Options { return ctrl.Options{Cache: sim.CacheOptions()} }, "0")
 	if err != nil {
 		return fmt.Errorf("creating the sim provider's manager: %w", err)
 	}

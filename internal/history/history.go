@@ -34,7 +34,16 @@ const (
 	// OutcomeFailed: the health gate found the rollout's machines
 	// unhealthy and rolled the pool back.
 	OutcomeFailed = "Failed"
+	// OutcomeReverted: a change nodepool did not make (initiator
+	// external) that the controller undid when it found it. Such a record
+	// is finished when it is written.
+	OutcomeReverted = "Reverted"
 )
+
+// InitiatorExternal is the initiator of a record of a change nodepool did
+// not make to the fields of a pool's MachineDeployment or MachineSet that
+// roll, pause or hold its machines; Manager and Fields say who and what.
+const InitiatorExternal = "external"
 
 // Source is a ConfigMap or Secret the spec referenced, with the digest of
 // its content at that revision.
@@ -70,6 +79,11 @@ type Entry struct {
 	Machines int32            `json:"machines,omitempty"`
 	Rounds   int32            `json:"rounds,omitempty"`
 	Soak     *metav1.Duration `json:"soak,omitempty"`
+	// Manager and Fields are, for an external change (initiator
+	// external), the field manager that wrote it and the fields it wrote,
+	// as the object's managedFields tell them; Started is when.
+	Manager string   `json:"manager,omitempty"`
+	Fields  []string `json:"fields,omitempty"`
 	// Spec is the owner-facing spec at this revision.
 	Spec    nodepoolv1.NodePoolSpec `json:"spec"`
 	Sources []Source                `json:"sources,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	simv1 "nodepool.dev/nodepool/internal/sim/api/v1alpha1"
 	"nodepool.dev/nodepool/test/stack"
 )
@@ -81,4 +82,22 @@ func waitFor(t *testing.T, p *nodepoolv1.NodePool, what string, cond func(state)
 // reachedPayloadServer: the machines fetched their payload over HTTPS.
 func reachedPayloadServer(s state) bool {
 	return meta.IsStatusConditionTrue(s.pool.Status.Conditions, nodepoolv1.ConditionReachedIgnitionEndpoint)
+}
+
+// newestRecord is the pool's newest rollout record.
+func newestRecord(t *testing.T, p *nodepoolv1.NodePool) history.Entry {
+	t.Helper()
+	revs := &appsv1.ControllerRevisionList{}
+	if err := env.Client.List(context.Background(), revs, client.InNamespace(p.Namespace), client.MatchingLabels{nodepoolv1.LabelPool: p.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(revs.Items) == 0 {
+		t.Fatal("the pool has no record")
+	}
+	history.Sort(revs.Items)
+	e, err := history.Decode(&revs.Items[len(revs.Items)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

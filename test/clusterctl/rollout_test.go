@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -91,14 +93,19 @@ func TestClusterctlRolloutCommandsOnAPoolAreRefusedWithTheNodepoolCommand(t *tes
 
 	// A pause that slips past the policies (where they are not installed;
 	// here written as Cluster API's ServiceAccount, which they let through)
-	// is resumed by the controller, with an event saying how to pause.
+	// is resumed by the controller, with an event saying how to pause, and
+	// is on the pool's record (initiator external, outcome Reverted, the
+	// field manager that wrote it): Cluster API's controllers never pause a
+	// MachineDeployment, so a pause under an exempt identity is a person's
+	// or a tool's, and the history promises every such hold is on record.
+	const pauser = "clusterctl-as-capi"
 	asCAPI := rest.CopyConfig(env.Config)
 	asCAPI.Impersonate = rest.ImpersonationConfig{UserName: stack.ClusterAPIUser, Groups: []string{"system:masters", "system:authenticated"}}
 	capiClient, err := client.New(asCAPI, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := capiClient.Patch(ctx, machineDeployment(t, p), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))); err != nil {
+	if err := capiClient.Patch(ctx, machineDeployment(t, p), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`)), client.FieldOwner(pauser)); err != nil {
 		t.Fatalf("pausing the MachineDeployment as Cluster API: %v", err)
 	}
 	stack.WaitFor(t, timeout, "the controller to resume the MachineDeployment, with an event", func() string {
@@ -118,14 +125,20 @@ func TestClusterctlRolloutCommandsOnAPoolAreRefusedWithTheNodepoolCommand(t *tes
 		return "resumed, no event " + nodepoolv1.EventMachineDeploymentResumed
 	}, func(s string) bool { return s == "" }, func(s string) string { return s })
 
-	// Nothing was written, nothing rolls, the record is the pool's.
+	// Nothing was written, nothing rolls; the record is the pool's, and
+	// the pause that slipped past is on it, once.
 	got := machineDeployment(t, p)
 	if !got.Spec.Rollout.After.IsZero() || ptr.Deref(got.Spec.Paused, false) {
 		t.Errorf("the MachineDeployment has rollout.after %v, paused %v", got.Spec.Rollout.After, got.Spec.Paused)
 	}
 	after := observe(t, p)
-	if !after.settled(2) || !after.machines.UIDs.Equal(s.machines.UIDs) || after.history != s.history {
-		t.Errorf("after the refused commands: %s; want the same 2 machines and %d revisions", after, s.history)
+	if !after.settled(2) || !after.machines.UIDs.Equal(s.machines.UIDs) || after.history != s.history+1 {
+		t.Errorf("after the refused commands and the pause: %s; want the same 2 machines and %d revisions (the pause's record)", after, s.history+1)
+	}
+	if e := newestRecord(t, p); e.Initiator != history.InitiatorExternal || e.Outcome != history.OutcomeReverted ||
+		e.Manager != pauser || !slices.Equal(e.Fields, []string{"spec.paused"}) {
+		t.Errorf("the newest record: initiator %q, outcome %q, manager %q, fields %v; want the pause: %s, %s, %s, [spec.paused]",
+			e.Initiator, e.Outcome, e.Manager, e.Fields, history.InitiatorExternal, history.OutcomeReverted, pauser)
 	}
 }
 

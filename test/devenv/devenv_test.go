@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,6 +75,14 @@ func TestDevUpRunsTheSamplePoolAndResumesAfterAStop(t *testing.T) {
 	applySamples(t, c, filepath.Join(root, "config", "samples", "inplace"))
 	before := waitForReadyPool(t, c, first, samplePool, 3)
 	beforeInPlace := waitForReadyPool(t, c, first, inPlacePool, 2)
+	// The release's admission policies are installed, and the controllers
+	// run as the identities they name: the pools rolled out, and an
+	// administrator's restart of a pool's MachineDeployment is refused.
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: samplePool.Namespace, Name: samplePool.Name}}
+	restart := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"rollout":{"after":"2020-01-01T00:00:00Z"}}}`))
+	if err := c.Patch(context.Background(), md, restart); err == nil || !strings.Contains(err.Error(), "nodepool-owns-machinedeployments") {
+		t.Errorf("an administrator's spec.rollout.after on the pool's MachineDeployment: %v, want refused by nodepool-owns-machinedeployments", err)
+	}
 	first.interrupt(t)
 
 	second := startDevUp(t, root, bin, args)

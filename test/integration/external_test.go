@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
+	"nodepool.dev/nodepool/test/stack"
+)
+
+// TestAnExternalRolloutOnThePoolsMachineDeploymentIsRecordedAndReverted:
+// without the admission policies (this stack installs none), an
+// administrator writes the knobs of a pool's MachineDeployment that roll or
+// hold its machines: spec.rollout.after, spec.paused, Cluster API's paused
+// annotation and the template's version, in one patch as `kubectl patch`
+// would. The controller records it in the pool's history (initiator
+// external, the field manager and time from managedFields), emits a
+// Warning event, says it in status.rollout.external, and restores its own
+// values; the pause held Cluster API, so no machine is replaced.
+func TestAnExternalRolloutOnThePoolsMachineDeploymentIsRecordedAndReverted(t *testing.T) {
+	ctx := context.Background()
+	p := st.NewPool(t, "workers", 2)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
+	records := len(st.HistoryOf(t, p))
+	md := machineDeploymentOf(t, p)
+	version := md.Spec.Template.Spec.Version
+
+	const manager = "kubectl-patch"
+	written := time.Now().Truncate(time.Second)
+	after := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:""}},"spec":{"paused":true,"rollout":{"after":%q},"template":{"spec":{"version":"v1.99.0"}}}}`,
+		clusterv1.PausedAnnotation, after)
+	if err := env.Client.Patch(ctx, md, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner(manager)); err != nil {
+		t.Fatalf("patching the MachineDeployment as an administrator: %v", err)
+	}
+
+	// The controller's values are back.
+	stack.WaitFor(t, 30*time.Second, "the MachineDeployment restored", func() *clusterv1.MachineDeployment { return machineDeploymentOf(t, p) },
+		func(md *clusterv1.MachineDeployment) bool {
+			_, paused := md.Annotations[clusterv1.PausedAnnotation]
+			return !paused && !ptr.Deref(md.Spec.Paused, false) && md.Spec.Rollout.After.IsZero() && md.Spec.Template.Spec.Version == version
+		}, func(md *clusterv1.MachineDeployment) string {
+			return fmt.Sprintf("annotations %v, paused %v, rollout.after %v, version %s", md.Annotations, md.Spec.Paused, md.Spec.Rollout.After, md.Spec.Template.Spec.Version)
+		})
+
+	// On record, once, with who and when.
+	want := []string{"metadata.annotations[cluster.x-k8s.io/paused]", "spec.paused", "spec.rollout.after", "spec.template.spec.version"}
+	e := st.LastRecord(t, p, history.InitiatorExternal, history.OutcomeReverted)
+	fields := slices.Sorted(slices.Values(e.Fields))
+	if e.Manager != manager || !slices.Equal(fields, want) {
+		t.Errorf("the record says manager %q, fields %v; want %q, %v", e.Manager, fields, manager, want)
+	}
+	if e.Started.Before(written.Add(-time.Second)) || e.Started.After(time.Now()) {
+		t.Errorf("the record says the change was written at %v, want managedFields' time (about %v)", e.Started, written)
+	}
+	if n := len(st.HistoryOf(t, p)); n != records+1 {
+		t.Errorf("%d records after the external change, want %d (one)", n, records+1)
+	}
+
+	// Said in an event and in status.rollout.
+	s := st.WaitForPool(t, p, 30*time.Second, "status.rollout.external", func(s stack.PoolState) bool {
+		return s.Pool.Status.Rollout != nil && s.Pool.Status.Rollout.External != nil
+	})
+	if x := s.Pool.Status.Rollout.External; x.Manager != manager || x.Revision != e.Revision || len(x.Fields) != len(want) || !strings.Contains(x.Message, "restored") {
+		t.Errorf("status.rollout.external = %+v, want manager %q, revision %d, the fields and what was done", *x, manager, e.Revision)
+	}
+	evs := stack.PoolEvents(t, env.Client, p, nodepoolv1.EventExternalChangeReverted)
+	if len(evs) == 0 || !strings.Contains(evs[0], manager) || !strings.Contains(evs[0], "spec.rollout.after") {
+		t.Errorf("events %s: %q, want one naming %s and the fields", nodepoolv1.EventExternalChangeReverted, evs, manager)
+	}
+
+	// The pause held Cluster API: the restore replaced no machine.
+	st.HoldsFor(t, p, 8*time.Second, "no machine replaced", func(s stack.PoolState) bool {
+		return s.Machines.Equal(before.Machines)
+	})
+}
