@@ -78,7 +78,15 @@ func decideInPlaceHealth(in Input, d Decision, running *UserData) *HealthState {
 		if since.Before(m.UpdatedAt) {
 			since = m.UpdatedAt
 		}
+		booting := mh.Node == "" && !mh.Created.Before(m.UpdatedAt) // made, not updated in place
 		switch {
+		case !mh.Healthy && booting && in.Now.Before(mh.Created.Add(h.Settings.ProgressDeadline)):
+			// A new machine (a repair's, a scale-up's) has no node yet:
+			// judged at its progress deadline, as a Replace pool's is,
+			// never as an update that failed (seed 4186). It holds the
+			// next node meanwhile.
+			h.Soaking = append(h.Soaking, m.Machine)
+			h.at(mh.Created.Add(h.Settings.ProgressDeadline))
 		case !mh.Healthy:
 			if h.Machine == "" || h.Machine == m.Machine && h.Signal == "" {
 				h.Machine, h.Reason = m.Machine, nodepoolv1.ReasonRolloutHalted

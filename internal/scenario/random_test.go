@@ -178,6 +178,7 @@ var soakSeeds = []int64{
 	923, 1463, // a halted InPlace rollout completed by a scale-down
 	1342,       // an undo to a settled configuration under NewNodes (the invariant's mistake)
 	1700, 2220, // a rollback of a forced rollout replaced the old machines onto an untested platform, and a forced rollout took the rollback's machines as its canary
+	4186, // an InPlace pool's new machine, still booting, halted the update as if its update failed
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {
