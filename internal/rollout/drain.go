@@ -138,8 +138,8 @@ func inPlaceUpToDate(in Input, m InPlaceMachine, target *UserData) bool {
 	if !ok || ud.RolloutHash != target.RolloutHash || m.Version != target.Version {
 		return false
 	}
-	md := in.MachineDeployment
-	return md == nil || md.RolloutAfter == nil || md.RolloutAfter.After(in.Now) || !m.UpdatedAt.Before(*md.RolloutAfter)
+	forcedAt := rolloutAfterCome(in) // health_inplace.go
+	return forcedAt == nil || !m.UpdatedAt.Before(*forcedAt)
 }
 
 // drainHaltHolds reports whether a drain halt of target's rollout is

@@ -448,13 +448,13 @@ func holdScaleUp(in Input, d Decision, p *Plan) string {
 }
 
 // rollingBack reports whether the health gate's rollback is in progress:
-// a rollback is on record (AnnotationRolledBack) and machines of the
-// failed rollout, or made before a forced rollout's time, are left. A
-// forced rollout that started now would take the rollback's machines
-// (which boot the previous revision) as its canary.
+// it holds (rollbackHolds) and machines of the failed rollout, or made
+// before a forced rollout's time, are left. A forced rollout that started
+// now would take the rollback's machines (which boot the previous
+// revision) as its canary.
 func rollingBack(in Input) bool {
 	md := in.MachineDeployment
-	return annotation(in.Pool, nodepoolv1.AnnotationRolledBack) != "" && md != nil && (!md.Complete || forcedInProgress(md))
+	return rollbackHolds(in) && md != nil && (!md.Complete || forcedInProgress(md))
 }
 
 // healthRollback switches the decision's target to what the machines ran

@@ -128,6 +128,13 @@ func inPlaceForcedAt(in Input, d Decision) *time.Time {
 		at := d.Forced.At
 		return &at
 	}
+	return rolloutAfterCome(in)
+}
+
+// rolloutAfterCome is the MachineDeployment's (or InPlace MachineSet's)
+// rollout.after once its time has come, nil otherwise: the last forced
+// rollout, which every machine updated before it is due for.
+func rolloutAfterCome(in Input) *time.Time {
 	if md := in.MachineDeployment; md != nil && md.RolloutAfter != nil && !md.RolloutAfter.After(in.Now) {
 		return md.RolloutAfter
 	}
