@@ -732,6 +732,17 @@ type RolloutStanding struct {
 	// the history.
 	// +optional
 	External *ExternalChange `json:"external,omitempty"`
+	// carriedDrift is the platform drift the rollout in progress applies
+	// (its target boots the latest platform components), measured against
+	// what the machines run. It is not pending (status.pendingManagementChanges)
+	// while the rollout carries it; a rollout that ends without applying
+	// it (rolled back, or superseded by an undo) leaves it pending with
+	// the since it had, so that driftDeadline still counts from when the
+	// nodes first differed.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	CarriedDrift []PendingManagementChange `json:"carriedDrift,omitempty"`
 }
 
 // ExternalChange is a write nodepool did not make to the fields of a

@@ -73,6 +73,14 @@ func newlyPending(rows []nodepoolv1.PendingManagementChange, names []string) []s
 	return out
 }
 
+// driftRows are the platform drift of a pool: pending is what no rollout
+// applies (status.pendingManagementChanges); carried is what the rollout
+// in progress applies, measured against what the machines run
+// (status.rollout.carriedDrift), nil when none does.
+type driftRows struct {
+	pending, carried []nodepoolv1.PendingManagementChange
+}
+
 // pendingDrift lists the pending management changes against base (the
 // user-data the machines run, or the target of a rollout in progress): nil
 // when the latest payload or base's payload is unknown, empty when there is
@@ -83,7 +91,29 @@ func newlyPending(rows []nodepoolv1.PendingManagementChange, names []string) []s
 // or the platform went back) and comes again starts anew. desiredSince is
 // kept while the desired digest stays, whatever the nodes run (what since
 // was before it kept the drift's age).
-func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange {
+//
+// While a rollout whose target differs from what the machines run is in
+// progress, the drift it applies is carried: measured against running, it
+// keeps its since in status.rollout.carriedDrift, so that a rollout that
+// ends without applying it (rolled back, superseded by an undo) leaves
+// the drift as old as it was, and its deadline where it was.
+func pendingDrift(in Input, base, running *UserData) driftRows {
+	var out driftRows
+	out.pending = driftAgainst(in, base)
+	if base != nil && running != nil && base.PayloadHash != running.PayloadHash {
+		out.carried = driftAgainst(in, running)
+		if len(out.carried) == 0 {
+			out.carried = nil
+		}
+	}
+	return out
+}
+
+// driftAgainst lists the management components in which base's payload
+// differs from the latest, each with its since and desiredSince kept from
+// the rows the pool's status carries (pending or carried) for the same
+// running digest.
+func driftAgainst(in Input, base *UserData) []nodepoolv1.PendingManagementChange {
 	var running *payload.Payload
 	if base != nil {
 		running = in.Payloads[base.PayloadHash]
@@ -91,9 +121,9 @@ func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange
 	if in.Latest == nil || running == nil {
 		return nil
 	}
-	since := map[string]nodepoolv1.PendingManagementChange{}
-	for _, c := range in.Pool.Status.PendingManagementChanges {
-		since[c.Component] = c
+	known := in.Pool.Status.PendingManagementChanges
+	if r := in.Pool.Status.Rollout; r != nil {
+		known = append(slices.Clip(known), r.CarriedDrift...)
 	}
 	out := []nodepoolv1.PendingManagementChange{}
 	for _, ch := range payload.Diff(running.Manifest, in.Latest.Manifest) {
@@ -104,13 +134,16 @@ func pendingDrift(in Input, base *UserData) []nodepoolv1.PendingManagementChange
 		row := nodepoolv1.PendingManagementChange{
 			Component: ch.Component.Name(), Since: now, DesiredSince: &now, Current: ch.From, Desired: ch.To,
 		}
-		old, ok := since[row.Component]
-		if ok && old.Current == row.Current {
-			row.Since = old.Since
-		}
-		if ok && old.Desired == row.Desired {
-			t := desiredSince(old)
-			row.DesiredSince = &t
+		for _, old := range known {
+			if old.Component != row.Component {
+				continue
+			}
+			if old.Current == row.Current && old.Since.Before(&row.Since) {
+				row.Since = old.Since
+			}
+			if t := desiredSince(old); old.Desired == row.Desired && t.Before(row.DesiredSince) {
+				row.DesiredSince = &t
+			}
 		}
 		out = append(out, row)
 	}

@@ -23,7 +23,7 @@ func Decide(in Input) Plan {
 	running := runningUserData(in)
 	seedAnnotations(in, running, &p)
 
-	d, o, pending := decide(in, running)
+	d, o, drift := decide(in, running)
 	ownerEvents(in, o, d.Pause, &p)
 	tin := latestForTarget(in, d.Target) // tokens.go
 	if d.Target != nil {
@@ -46,7 +46,8 @@ func Decide(in Input) Plan {
 	}
 	planOlderTokens(in, d.Target, stored, &p)
 	repointMissingPayloads(in, &p)
-	planDrift(in, pending, &p)
+	planDrift(in, drift.pending, &p)
+	p.CarriedDrift = drift.carried
 	planForce(tin, d, &p)
 	if o.started && !recreated(in, d.Target) {
 		p.Record = ownerRecord(in, currentTarget(in), d.Target)
@@ -79,7 +80,7 @@ func Decide(in Input) Plan {
 // (which may roll the target back): the Decision is final when it
 // returns. It also returns the pending platform drift, which the Rollout
 // policy turns into a request.
-func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingManagementChange) {
+func decide(in Input, running *UserData) (Decision, owner, driftRows) {
 	pause := poolmath.PauseAt(in.Pool, in.Now)
 	o := decideOwner(in, pause)
 	cal, ws := windowState(in)
@@ -95,7 +96,8 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	if base == nil {
 		base = running
 	}
-	pending := pendingDrift(in, base)
+	drift := pendingDrift(in, base, running)
+	pending := drift.pending
 	ws.setDeadline(in, pending)
 	if !o.started {
 		d.Forced = decideForce(in, o.target, pending, pause)
@@ -155,7 +157,7 @@ func decide(in Input, running *UserData) (Decision, owner, []nodepoolv1.PendingM
 	d.InProgress = replacing(md, running, o.target) || forcedInProgress(md)
 	d.Health = decideHealth(in, d, running)
 	d.RollbackFrom = healthRollback(&d, running) // health.go
-	return d, o, pending
+	return d, o, drift
 }
 
 // componentsChanging are the payload components the rollout changes: the
@@ -266,7 +268,11 @@ func planRequeue(in Input, p *Plan) {
 	if p.Updating != "" {
 		limit = minPositive(limit, RolloutPollInterval)
 	}
-	if p.UpdateInProgress {
+	if p.UpdateInProgress && !p.Decision.Halted() {
+		// While a halt holds, no drain progresses and no node starts: a
+		// node that waits in its update moves only on its agent's or a
+		// person's write, which is an event (seed 4686: a halted pool
+		// was looked at every 2s for hours).
 		limit = minPositive(limit, NodeUpdatePollInterval)
 	}
 	if md := in.MachineDeployment; md != nil && md.ReadyReplicas < p.Decision.Replicas {

@@ -65,3 +65,22 @@ func TestDueAfterIsTheRequeueWithoutThePolls(t *testing.T) {
 		})
 	}
 }
+
+// A node update is polled every NodeUpdatePollInterval (its drain moves
+// without events), but not while a halt holds: then nothing moves but on
+// an agent's or a person's write, which is an event (seed 4686: a halted
+// InPlace pool with a node waiting in its update was looked at every 2s
+// for hours).
+func TestAHaltedNodeUpdateIsNotPolled(t *testing.T) {
+	in := Input{Now: t0, Settings: Settings{ResyncPeriod: 10 * time.Minute}}
+	p := Plan{UpdateInProgress: true}
+	planRequeue(in, &p)
+	if p.RequeueAfter != NodeUpdatePollInterval {
+		t.Fatalf("a node update in progress is requeued after %s, want %s", p.RequeueAfter, NodeUpdatePollInterval)
+	}
+	p = Plan{UpdateInProgress: true, Decision: Decision{Health: &HealthState{Phase: HealthHalted}}}
+	planRequeue(in, &p)
+	if p.RequeueAfter != in.Settings.ResyncPeriod {
+		t.Errorf("a halted node update is requeued after %s, want the resync %s", p.RequeueAfter, in.Settings.ResyncPeriod)
+	}
+}

@@ -125,6 +125,9 @@ type Standing struct {
 	// known), NextReason why (the Next* constants).
 	Next       time.Time
 	NextReason string
+	// CarriedDrift is the platform drift the rollout in progress applies
+	// (Plan.CarriedDrift).
+	CarriedDrift []nodepoolv1.PendingManagementChange
 }
 
 // standingOf is where the pool stands, from the finished plan.
@@ -135,7 +138,7 @@ func fixWaiting(in Input, d Decision) bool {
 
 func standingOf(in Input, p *Plan) Standing {
 	d := p.Decision
-	s := Standing{Boots: d.TokenPayload, Hold: waiting(d, p)}
+	s := Standing{Boots: d.TokenPayload, Hold: waiting(d, p), CarriedDrift: p.CarriedDrift}
 	md := in.MachineDeployment
 	var replicas, upToDate, ready int32
 	observed := false // Cluster API has seen the machines' spec and reports on it alone
@@ -338,7 +341,7 @@ func conditionMessage(p *Plan, t, def string) string {
 // read back equals the one computed.
 func (s Standing) Published() *nodepoolv1.RolloutStanding {
 	out := &nodepoolv1.RolloutStanding{Phase: s.Phase, Settled: s.Settled, Message: s.Message,
-		Changing: s.Changing, Boots: s.Boots}
+		Changing: s.Changing, Boots: s.Boots, CarriedDrift: s.CarriedDrift}
 	if h := s.Hold; h != nil {
 		out.Held = &nodepoolv1.RolloutHold{By: string(h.By), Until: apiTime(h.Until), Message: h.Message}
 	}
@@ -368,7 +371,7 @@ func StandingOf(p *nodepoolv1.RolloutStanding) Standing {
 	if p == nil {
 		return Standing{}
 	}
-	s := Standing{Phase: p.Phase, Settled: p.Settled, Message: p.Message, Changing: p.Changing, Boots: p.Boots}
+	s := Standing{Phase: p.Phase, Settled: p.Settled, Message: p.Message, Changing: p.Changing, Boots: p.Boots, CarriedDrift: p.CarriedDrift}
 	if h := p.Held; h != nil {
 		s.Hold = &Hold{By: HeldBy(h.By), Message: h.Message}
 		if h.Until != nil {

@@ -176,7 +176,11 @@ type Plan struct {
 	Version    string
 	Updating   string
 	Pending    []nodepoolv1.PendingManagementChange
-	Nodes      []nodepoolv1.NodePayloadCount
+	// CarriedDrift is the platform drift the rollout in progress applies,
+	// measured against what the machines run (status.rollout.carriedDrift):
+	// its age survives a rollout that ends without applying it.
+	CarriedDrift []nodepoolv1.PendingManagementChange
+	Nodes        []nodepoolv1.NodePayloadCount
 	Conditions []metav1.Condition
 	// Events to emit on the pool.
 	Events []Event

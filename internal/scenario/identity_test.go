@@ -497,3 +497,41 @@ func TestScenarioARollbackOfAForcedRolloutBootsWhatTheOldMachinesRan(t *testing.
 		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
 	}
 }
+
+// Seeds 2080, 5634: an owner's rollout carries the platform drift (its
+// target boots the latest platform), so the drift is not pending while it
+// rolls. When its canary failed and the pool rolled back, the drift came
+// back as new: its deadline counted again from the rollback. The drift's
+// age belongs to what the nodes run, and a rollout that carried it and
+// ended without applying it leaves that age as it was.
+func TestScenarioARolledBackRolloutKeepsTheDriftsAge(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+		np.Spec.Management.Maintenance = &nodepoolv1.Maintenance{DriftDeadline: &metav1.Duration{Duration: 24 * time.Hour}}
+	}})
+	badConfig(w, "c2", 5*time.Minute)
+	var bumped, since time.Time
+	w.After(time.Minute, "platform bumps the renderer to r2", func(w *World) {
+		p.Inputs.Platform[CompRenderer] = "r2"
+		bumped = w.Now
+	})
+	w.After(2*time.Hour, "owner edits the config to c2 (bad after 5m)", func(*World) { p.Inputs.Config = "c2" })
+	w.After(12*time.Hour, "look at the drift's since", func(*World) {
+		for _, r := range p.Obj.Status.PendingManagementChanges {
+			if since.IsZero() || r.Since.Time.Before(since) {
+				since = r.Since.Time
+			}
+		}
+	})
+	run(t, w, 25*time.Hour)
+	if p.Phase() != rollout.HealthRolledBack && lastRecord(p).Initiator != rollout.InitiatorDeadline {
+		t.Fatalf("phase %q, want the owner's rollout rolled back\n%s", p.Phase(), w.Trace())
+	}
+	if !since.Equal(bumped) {
+		t.Errorf("after the rollback the drift is pending since %s, want since the platform bumped the renderer (%s)\n%s", since, bumped, w.Trace())
+	}
+	if r := lastRecord(p); r.Initiator != rollout.InitiatorDeadline {
+		t.Errorf("the drift deadline (24h after the bump) started no rollout by 25h; last record %s\n%s", r.Initiator, w.Trace())
+	}
+}

@@ -261,8 +261,8 @@ func GatedRolloutsStartInAWindow(c *Context) error {
 }
 
 // NoMoreThanCanaryOnAnUntestedPayload: while a health-gated rollout's
-// canary has not passed, no more than canary machines exist on its
-// payload.
+// canary has not passed (nor a person resumed its halt), no more than
+// canary machines exist on its payload.
 func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
 	p := c.P
 	h := p.Obj.Spec.Management.Health
@@ -301,7 +301,10 @@ func NoMoreThanCanaryOnAnUntestedPayload(c *Context) error {
 			// not a rollout runs.
 			continue
 		}
-		if k := p.testedConfig(m.Payload); !m.Created.Before(trial.Started) && m.Payload != "" && !p.track.passed[k] {
+		// A person who resumes a health halt lets the halted rollout go on
+		// with its own payload (docs/rollouts.md): that payload is passed by
+		// the person, not by a canary (seed 3282).
+		if k := p.testedConfig(m.Payload); !m.Created.Before(trial.Started) && m.Payload != "" && !p.track.passed[k] && !p.track.failedResumed[k] {
 			count[k]++
 			named[k] = m.Payload
 		}
@@ -484,7 +487,8 @@ func APersonsLaterRequestWins(c *Context) error {
 // DriftPastItsDeadlineIsAppliedInTheWindow: drift the nodes have run
 // behind for longer than driftDeadline is applied in the first window
 // that opens after the deadline
-// (unless paused, halted, or a rollout is in progress).
+// (unless paused, halted, or a rollout is in progress), once: a deadline
+// rollout that failed in the window is tried again in the next one.
 func DriftPastItsDeadlineIsAppliedInTheWindow(c *Context) error {
 	p := c.P
 	m := p.Obj.Spec.Management.Maintenance
@@ -509,6 +513,14 @@ func DriftPastItsDeadlineIsAppliedInTheWindow(c *Context) error {
 	g := poolmath.NewCalendar(m).GateAt(now, poolmath.ClassPlatform, false)
 	if !g.Open || g.Allowed.Start.Before(deadline) {
 		return nil
+	}
+	// The deadline's rollout ran in this window and ended without
+	// applying the drift (its canary failed and the pool rolled back):
+	// the deadline asks once a window, so the next window tries again.
+	for _, r := range p.History {
+		if r.Initiator == rollout.InitiatorDeadline && !r.Started.Before(g.Allowed.Start) {
+			return nil
+		}
 	}
 	return fmt.Errorf("platform drift pending since %s passed its deadline %s, the window is open since %s, and nothing rolls (action %s)",
 		oldest.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339), g.Allowed.Start.UTC().Format(time.RFC3339), d.Action)
