@@ -99,6 +99,9 @@ func desiredMachineDeployment(md *clusterv1.MachineDeployment, pool *nodepoolv1.
 	if target != nil && target.RolloutAfter != nil {
 		md.Spec.Rollout.After = metav1.NewTime(*target.RolloutAfter)
 	}
+	if target != nil && target.ClearRolloutAfter {
+		md.Spec.Rollout.After = metav1.Time{} // a rollback: rollout.planForce
+	}
 	desiredMachineSpec(&md.Spec.Template.Spec, pool, target)
 	md.Spec.Template.Spec.ReadinessGates = healthReadinessGates(pool) // readinessgate.go
 }

@@ -122,11 +122,22 @@ func decideForce(in Input, target *UserData, pending []nodepoolv1.PendingManagem
 // applies pending management drift, and the MachineDeployment's
 // rollout.after makes Cluster API replace every machine created before
 // that time. A rollout.after already on the MachineDeployment is kept:
-// a forced rollout is never undone.
+// a forced rollout is not undone, except by a rollback. A rollback
+// returns the MachineDeployment to the previous revision as it was, so
+// Cluster API takes that revision's MachineSet back as the new one and
+// replaces only the failed rollout's machines (with the rollout.after
+// kept, the previous revision's MachineSet is older than it and every
+// machine would be replaced). A forced request the failed rollout carried
+// is then not applied, and starts again as a rollout of its own, canary
+// first, once the rollback is done (ForcedAfterRollback).
 func planForce(in Input, d Decision, p *Plan) {
 	md := in.MachineDeployment
 	if md != nil && md.RolloutAfter != nil && p.MachineDeployment != nil {
-		p.MachineDeployment.RolloutAfter = md.RolloutAfter
+		if d.RollbackFrom != nil && in.InPlace == nil {
+			p.MachineDeployment.ClearRolloutAfter = true
+		} else {
+			p.MachineDeployment.RolloutAfter = md.RolloutAfter
+		}
 	}
 	f := d.Forced
 	if f == nil {

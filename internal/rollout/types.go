@@ -258,6 +258,9 @@ type MachineDeploymentTarget struct {
 	// RolloutAfter, when set, is written to spec.rollout.after: Cluster API
 	// replaces every machine created before it.
 	RolloutAfter *time.Time
+	// ClearRolloutAfter removes spec.rollout.after: a rollback returns the
+	// MachineDeployment to the previous revision as it was (planForce).
+	ClearRolloutAfter bool
 	// MaxSurge and MaxUnavailable, when set, are the rolling update's
 	// limits instead of spec.management.replace.rollingUpdate's: while a
 	// health gate's canary is on trial (or its rollout is halted) the

@@ -212,6 +212,9 @@ func (p *Pool) applyMachineDeployment(t *rollout.MachineDeploymentTarget) {
 		a := *t.RolloutAfter
 		md.RolloutAfter = &a
 	}
+	if t.ClearRolloutAfter {
+		md.RolloutAfter = nil
+	}
 	md.DataSecretName, md.Version = t.DataSecretName, t.Version
 	if t.TemplateName != "" {
 		md.TemplateName = t.TemplateName

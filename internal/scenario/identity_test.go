@@ -10,6 +10,7 @@ import (
 	"time"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/rollout"
 )
 
@@ -460,11 +461,11 @@ func TestScenarioAHaltedInPlaceRolloutNeverCompletesByAScaleDown(t *testing.T) {
 }
 
 // Seed 1700: a forced rollout that carried an owner change failed its
-// canary and rolled back; its rollout.after stays on the
-// MachineDeployment (a forced rollout is never undone), so Cluster API
-// replaces the old machines while the pool rolls back. Those machines
-// boot what the old machines ran, never the latest platform the
-// NewNodes policy serves a settled pool: no canary tested that.
+// canary and rolled back. Machines made while the pool rolls back (when
+// the failed rollout had replaced some, the previous revision's
+// MachineSet makes them again) boot what the old machines ran, never the
+// latest platform the NewNodes policy serves a settled pool: no canary
+// tested that.
 func TestScenarioARollbackOfAForcedRolloutBootsWhatTheOldMachinesRan(t *testing.T) {
 	w := New(t0)
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
@@ -479,13 +480,17 @@ func TestScenarioARollbackOfAForcedRolloutBootsWhatTheOldMachinesRan(t *testing.
 		ApplyPending(p, "")
 	})
 	var during []string
-	w.After(20*time.Minute, "look", func(*World) {
+	w.Done = func(*World) bool {
+		if r := lastRecord(p); r.Initiator != rollout.InitiatorRollback || r.Outcome != OutcomeInProgress {
+			return false
+		}
 		for _, m := range p.Machines {
 			if m.Payload != old && !slices.Contains(Values(p.Payloads[m.Payload]), "user-configs=c2") {
 				during = append(during, m.Name+" boots "+Short(m.Payload))
 			}
 		}
-	})
+		return false
+	}
 	run(t, w, 3*time.Hour)
 	if p.Phase() != rollout.HealthRolledBack {
 		t.Fatalf("phase %q, want RolledBack\n%s", p.Phase(), w.Trace())
@@ -533,5 +538,57 @@ func TestScenarioARolledBackRolloutKeepsTheDriftsAge(t *testing.T) {
 	}
 	if r := lastRecord(p); r.Initiator != rollout.InitiatorDeadline {
 		t.Errorf("the drift deadline (24h after the bump) started no rollout by 25h; last record %s\n%s", r.Initiator, w.Trace())
+	}
+}
+
+// A forced rollout that carried an owner change (apply-pending while the
+// owner's change waits, or with it) and failed its canary rolls back to
+// the previous revision. Its rollout.after used to stay on the
+// MachineDeployment (a forced rollout was never undone), so Cluster API
+// took the previous revision's MachineSet for an old one and replaced
+// every machine the pool ran, for a request no canary had passed. The
+// rollback returns the MachineDeployment to the previous revision as it
+// was: only the failed rollout's machines are replaced, and the request
+// it carried is a rollout of its own again, canary first.
+func TestScenarioARollbackOfAForcedRolloutReplacesOnlyItsOwnMachines(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+	}})
+	old := map[string]bool{}
+	for _, m := range p.Machines {
+		old[m.Name] = true
+	}
+	badConfig(w, "c2", 5*time.Minute)
+	w.After(time.Minute, "platform bumps the proxy defaults to p2", func(*World) { p.Inputs.Platform[CompProxyDefaults] = "p2" })
+	w.After(2*time.Minute, "owner edits the config to c2 (bad after 5m); person runs apply-pending", func(*World) {
+		p.Inputs.Config = "c2"
+		ApplyPending(p, "")
+	})
+	var replacedDuringRollback []string
+	w.Done = func(w *World) bool {
+		// While the rollback is the pool's rollout, which machines of the
+		// revision it returns to are gone.
+		r := lastRecord(p)
+		rollingBack := r.Initiator == rollout.InitiatorRollback && r.Outcome == OutcomeInProgress
+		for _, name := range sortedKeys(old) {
+			if !slices.ContainsFunc(p.Machines, func(m *Machine) bool { return m.Name == name }) {
+				if rollingBack {
+					replacedDuringRollback = append(replacedDuringRollback, name)
+				}
+				delete(old, name)
+			}
+		}
+		return false
+	}
+	run(t, w, 3*time.Hour)
+	if len(replacedDuringRollback) > 0 {
+		t.Errorf("the rollback replaced machines %v of the revision it returned to\n%s", replacedDuringRollback, w.Trace())
+	}
+	// The person's apply-pending, which the failed rollout carried, is a
+	// rollout of its own once the rollback is done.
+	wantRecord(t, w, p, rollout.InitiatorPlatform, history.OutcomeComplete)
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
 	}
 }
