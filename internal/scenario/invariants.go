@@ -83,6 +83,7 @@ type Context struct {
 // Invariants are checked after every reconcile of every pool.
 var Invariants = []Check{
 	{"ReplacedForAReason", ReplacedForAReason},
+	{"ARollbackReplacesOnlyTheFailedRolloutsMachines", ARollbackReplacesOnlyTheFailedRolloutsMachines},
 	{"GatedRolloutsStartInAWindow", GatedRolloutsStartInAWindow},
 	{"NoMoreThanCanaryOnAnUntestedPayload", NoMoreThanCanaryOnAnUntestedPayload},
 	{"NoMoreThanMaxUnavailable", NoMoreThanMaxUnavailable},
@@ -219,6 +220,32 @@ func ReplacedForAReason(c *Context) error {
 		if !ok {
 			return fmt.Errorf("machine %s (%s) was replaced with no rollout on record for it", m.Name, m.DataSecretName)
 		}
+	}
+	return nil
+}
+
+// ARollbackReplacesOnlyTheFailedRolloutsMachines: while a rollback is
+// the pool's rollout, Cluster API replaces no machine of the revision it
+// returns to (one whose drain began before the rollback excepted: the
+// failed rollout decided it). A failed forced rollout's rollout.after
+// would otherwise make it replace them all.
+func ARollbackReplacesOnlyTheFailedRolloutsMachines(c *Context) error {
+	p := c.P
+	if p.MD == nil || len(p.History) == 0 {
+		return nil
+	}
+	r := p.History[len(p.History)-1]
+	if r.Initiator != rollout.InitiatorRollback || r.Outcome != OutcomeInProgress {
+		return nil
+	}
+	for _, m := range c.Deleted {
+		if m.Cause != CauseRollout || m.DataSecretName != p.MD.DataSecretName {
+			continue
+		}
+		if !m.DrainSince.IsZero() && m.DrainSince.Before(r.Started) {
+			continue
+		}
+		return fmt.Errorf("machine %s of the revision the rollback (revision %d) returns to (%s) was replaced", m.Name, r.Revision, m.DataSecretName)
 	}
 	return nil
 }
