@@ -79,6 +79,12 @@ func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 	p.Conditions = append(p.Conditions, configCond, versionCond)
 	p.Complete = onTarget(md, running, target) && !forcing && p.Record == nil && !d.Halted()
 	switch {
+	case p.Record != nil && d.Action == ActionForce && !forcedInProgress(md) && onTarget(md, running, target) && !d.Halted():
+		// The rollout in progress had reached every machine when the
+		// forced one starts, in the same look (a rollback that replaced
+		// only the failed rollout's machines, then the forced request it
+		// held): it completed, it was not superseded.
+		p.Finish, p.FinishedAt = OutcomeComplete, in.Now
 	case p.Record != nil:
 		p.Finish, p.FinishedAt = OutcomeSuperseded, p.Record.Started
 	case p.Complete:

@@ -586,8 +586,12 @@ func TestScenarioARollbackOfAForcedRolloutReplacesOnlyItsOwnMachines(t *testing.
 		t.Errorf("the rollback replaced machines %v of the revision it returned to\n%s", replacedDuringRollback, w.Trace())
 	}
 	// The person's apply-pending, which the failed rollout carried, is a
-	// rollout of its own once the rollback is done.
+	// rollout of its own once the rollback is done, and the rollback is on
+	// record as complete.
 	wantRecord(t, w, p, rollout.InitiatorPlatform, history.OutcomeComplete)
+	if r := p.History[len(p.History)-2]; r.Initiator != rollout.InitiatorRollback || r.Outcome != history.OutcomeComplete {
+		t.Errorf("the record before the forced rollout is %s/%s, want the rollback, Complete\n%s", r.Initiator, r.Outcome, w.Trace())
+	}
 	if on := bootedConfig(p, "c2"); len(on) > 0 {
 		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
 	}
