@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,10 @@ type RolloutStatus struct {
 	UpToDate int32  `json:"upToDate"`
 	Version  string `json:"version,omitempty"`
 	Updating string `json:"updating,omitempty"`
+	// Carries lists the platform components the rollout in progress also
+	// applies (status.rollout.carriedDrift): drift that is not pending
+	// while it rolls, and pending again, as old as it was, if it rolls back.
+	Carries []string `json:"carries,omitempty"`
 	// Revision is the current rollout, as the pool's history records it
 	// (status_revision.go).
 	Revision *StatusRevision `json:"revision,omitempty"`
@@ -211,6 +216,9 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 	}
 	d := plan.Decision
 	st.Desired = d.Replicas
+	for _, r := range plan.CarriedDrift {
+		st.Carries = append(st.Carries, r.Component)
+	}
 	windowStatus(&st, d)
 	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(pool.Status.Conditions, t) }
 	isFalse := func(t string) (*metav1.Condition, bool) {
@@ -393,7 +401,11 @@ func (st RolloutStatus) line() string {
 	if st.Phase == PhaseFailed {
 		return fmt.Sprintf("nodepool %q rollout %s: %s%s", st.Pool, st.failedVerb(), rev, st.Message)
 	}
-	return fmt.Sprintf("Waiting for nodepool %q rollout to finish: %s%s (%s: %s)...", st.Pool, rev, st.progress(), st.Phase, st.Message)
+	carries := ""
+	if len(st.Carries) > 0 {
+		carries = "; it also applies platform changes: " + strings.Join(st.Carries, ", ")
+	}
+	return fmt.Sprintf("Waiting for nodepool %q rollout to finish: %s%s (%s: %s%s)...", st.Pool, rev, st.progress(), st.Phase, st.Message, carries)
 }
 
 func (st RolloutStatus) progressKey() string {

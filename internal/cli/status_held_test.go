@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/scenario"
 )
 
@@ -66,5 +68,28 @@ func TestTheCurrentRevisionIsPublished(t *testing.T) {
 	st := RolloutStatus{Revision: &StatusRevision{Revision: p.Obj.Status.Rollout.Revision}, Phase: PhaseComplete}
 	if got := st.revisionWords(); got != "revision 2" {
 		t.Errorf("revision words %q", got)
+	}
+}
+
+// An owner's rollout whose target boots the latest platform carries the
+// pending drift: `rollout status` says so while it rolls (the drift is not
+// pending then), both from the engine's plan and from what the controller
+// published.
+func TestRolloutStatusSaysWhichPlatformChangesTheRolloutAlsoApplies(t *testing.T) {
+	w := scenario.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	p := w.AddPool(scenario.PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = &nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: 30 * time.Minute},
+			Soak: &metav1.Duration{}, FailurePolicy: nodepoolv1.FailurePolicyHalt}
+	}})
+	w.After(time.Hour, "platform bumps the renderer to r2", func(*scenario.World) { p.Inputs.Platform[scenario.CompRenderer] = "r2" })
+	w.After(2*time.Hour, "owner edits the config to c2", func(*scenario.World) { p.Inputs.Config = "c2" })
+	if err := w.RunFor(2*time.Hour + 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for name, plan := range map[string]rollout.Plan{"engine": *p.LastPlan(), "published": publishedPlan(p.Obj)} {
+		st := statusOf(p.Obj, plan, w.Now)
+		if !slices.Equal(st.Carries, []string{"renderer"}) || !strings.Contains(st.line(), "it also applies platform changes: renderer") {
+			t.Errorf("%s: carries %v, line %q; want the renderer\n%s", name, st.Carries, st.line(), w.Trace())
+		}
 	}
 }
