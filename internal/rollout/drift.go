@@ -111,8 +111,8 @@ func pendingDrift(in Input, base, running *UserData) driftRows {
 
 // driftAgainst lists the management components in which base's payload
 // differs from the latest, each with its since and desiredSince kept from
-// the rows the pool's status carries (pending or carried) for the same
-// running digest.
+// the pending rows of the pool's status, and its since from the carried
+// ones, for the same running digest.
 func driftAgainst(in Input, base *UserData) []nodepoolv1.PendingManagementChange {
 	var running *payload.Payload
 	if base != nil {
@@ -121,9 +121,9 @@ func driftAgainst(in Input, base *UserData) []nodepoolv1.PendingManagementChange
 	if in.Latest == nil || running == nil {
 		return nil
 	}
-	known := in.Pool.Status.PendingManagementChanges
+	var carried []nodepoolv1.PendingManagementChange
 	if r := in.Pool.Status.Rollout; r != nil {
-		known = append(slices.Clip(known), r.CarriedDrift...)
+		carried = r.CarriedDrift
 	}
 	out := []nodepoolv1.PendingManagementChange{}
 	for _, ch := range payload.Diff(running.Manifest, in.Latest.Manifest) {
@@ -134,15 +134,24 @@ func driftAgainst(in Input, base *UserData) []nodepoolv1.PendingManagementChange
 		row := nodepoolv1.PendingManagementChange{
 			Component: ch.Component.Name(), Since: now, DesiredSince: &now, Current: ch.From, Desired: ch.To,
 		}
-		for _, old := range known {
+		for _, old := range in.Pool.Status.PendingManagementChanges {
 			if old.Component != row.Component {
 				continue
 			}
-			if old.Current == row.Current && old.Since.Before(&row.Since) {
+			if old.Current == row.Current {
 				row.Since = old.Since
 			}
-			if t := desiredSince(old); old.Desired == row.Desired && t.Before(row.DesiredSince) {
+			if old.Desired == row.Desired {
+				t := desiredSince(old)
 				row.DesiredSince = &t
+			}
+		}
+		for _, old := range carried {
+			// Only the drift's age: the machines a rollout that rolled back
+			// made meanwhile did not boot the desired digest, so
+			// desiredSince (from when new machines boot it) starts anew.
+			if old.Component == row.Component && old.Current == row.Current && old.Since.Before(&row.Since) {
+				row.Since = old.Since
 			}
 		}
 		out = append(out, row)

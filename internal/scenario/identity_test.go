@@ -596,3 +596,33 @@ func TestScenarioARollbackOfAForcedRolloutReplacesOnlyItsOwnMachines(t *testing.
 		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
 	}
 }
+
+// Under managementUpdates: Rollout, an owner's change made with a platform
+// bump carries the drift; its canary fails and the pool rolls back. The
+// drift is pending again with its age, and the policy applies it, canary
+// first, to every machine: those the rollback made too, which booted what
+// the old machines ran.
+func TestScenarioThePolicyAppliesTheDriftARolledBackRolloutCarried(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+		np.Spec.Management.ManagementUpdates = nodepoolv1.ManagementUpdatesRollout
+	}})
+	badConfig(w, "c2", 5*time.Minute)
+	w.After(time.Minute, "platform bumps the renderer to r2; owner edits the config to c2 (bad after 5m)", func(*World) {
+		p.Inputs.Platform[CompRenderer] = "r2"
+		p.Inputs.Config = "c2"
+	})
+	run(t, w, 4*time.Hour)
+	if len(p.Obj.Status.PendingManagementChanges) > 0 {
+		t.Errorf("drift still pending: %+v\n%s", p.Obj.Status.PendingManagementChanges, w.Trace())
+	}
+	for _, m := range p.Machines {
+		if !slices.Contains(Values(p.Payloads[m.Payload]), "renderer=r2") || !slices.Contains(Values(p.Payloads[m.Payload]), "user-configs=c1") {
+			t.Errorf("machine %s runs %v, want c1 on renderer r2\n%s", m.Name, Values(p.Payloads[m.Payload]), w.Trace())
+		}
+	}
+	if !strings.Contains(w.Trace(), "(rollback, payload") {
+		t.Errorf("the pool never rolled back\n%s", w.Trace())
+	}
+}

@@ -178,7 +178,7 @@ var soakSeeds = []int64{
 	923, 1463, // a halted InPlace rollout completed by a scale-down
 	1342,       // an undo to a settled configuration under NewNodes (the invariant's mistake)
 	1700, 2220, // a rollback of a forced rollout replaced the old machines onto an untested platform, and a forced rollout took the rollback's machines as its canary
-	4186, // an InPlace pool's new machine, still booting, halted the update as if its update failed
+	4186,                               // an InPlace pool's new machine, still booting, halted the update as if its update failed
 	2080, 2829, 4528, 4603, 5634, 6038, // a rolled-back rollout that carried the platform drift restarted the drift's deadline
 	5922, // a deadline rollout that failed in its window (the invariant's mistake: the deadline asks once a window)
 	3282, // a person resumed a health halt and the rollout went on with its payload (the invariant's mistake)
