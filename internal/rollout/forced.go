@@ -122,21 +122,14 @@ func decideForce(in Input, target *UserData, pending []nodepoolv1.PendingManagem
 // applies pending management drift, and the MachineDeployment's
 // rollout.after makes Cluster API replace every machine created before
 // that time. A rollout.after already on the MachineDeployment is kept:
-// a forced rollout is not undone, except by a rollback. A rollback
-// returns the MachineDeployment to the previous revision as it was, so
-// Cluster API takes that revision's MachineSet back as the new one and
-// replaces only the failed rollout's machines (with the rollout.after
-// kept, the previous revision's MachineSet is older than it and every
-// machine would be replaced). A forced request the failed rollout carried
-// is then not applied, and starts again as a rollout of its own, canary
-// first, once the rollback is done (ForcedAfterRollback).
+// a forced rollout is not undone, except by a rollback (rollbackRolloutAfter).
 func planForce(in Input, d Decision, p *Plan) {
 	md := in.MachineDeployment
 	if md != nil && md.RolloutAfter != nil && p.MachineDeployment != nil {
+		p.MachineDeployment.RolloutAfter = md.RolloutAfter
 		if d.RollbackFrom != nil && in.InPlace == nil {
-			p.MachineDeployment.ClearRolloutAfter = true
-		} else {
-			p.MachineDeployment.RolloutAfter = md.RolloutAfter
+			at := rollbackRolloutAfter(in, d.Target, *md.RolloutAfter)
+			p.MachineDeployment.RolloutAfter, p.MachineDeployment.ClearRolloutAfter = at, at == nil
 		}
 	}
 	f := d.Forced
@@ -177,4 +170,31 @@ func planForce(in Input, d Decision, p *Plan) {
 	p.Events = append(p.Events, Event{Type: corev1.EventTypeNormal, Reason: nodepoolv1.EventRolloutForced,
 		Message: fmt.Sprintf("replacing every machine created before %s (initiator %s), on the latest payload %s",
 			at.Format(time.RFC3339), f.Initiator, payload.Short(in.Latest.Hash))})
+}
+
+// rollbackRolloutAfter is the rollout.after a rollback leaves on the
+// MachineDeployment, whose rollout.after (at) a failed forced rollout set:
+// the creation of the newest MachineSet of the revision it returns to that
+// still has machines (nil when none has). Cluster API then takes that
+// MachineSet back as the new one and replaces only the failed rollout's
+// machines, and those of older MachineSets an earlier forced rollout had
+// yet to replace; with at kept, that MachineSet would be older than it
+// and every machine would be replaced. A forced request the failed
+// rollout carried is not applied, and starts again as a rollout of its
+// own, canary first, once the rollback is done (ForcedAfterRollback).
+func rollbackRolloutAfter(in Input, target *UserData, at time.Time) *time.Time {
+	var newest time.Time
+	for _, m := range in.Machines {
+		if target != nil && m.UserData == target.Name && m.SetCreated.After(newest) {
+			newest = m.SetCreated
+		}
+	}
+	switch {
+	case newest.IsZero():
+		return nil
+	case newest.After(at):
+		return &at
+	}
+	newest = newest.UTC().Truncate(time.Second)
+	return &newest
 }

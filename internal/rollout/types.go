@@ -259,7 +259,8 @@ type MachineDeploymentTarget struct {
 	// replaces every machine created before it.
 	RolloutAfter *time.Time
 	// ClearRolloutAfter removes spec.rollout.after: a rollback returns the
-	// MachineDeployment to the previous revision as it was (planForce).
+	// MachineDeployment to a revision none of whose MachineSets has
+	// machines left (rollbackRolloutAfter).
 	ClearRolloutAfter bool
 	// MaxSurge and MaxUnavailable, when set, are the rolling update's
 	// limits instead of spec.management.replace.rollingUpdate's: while a

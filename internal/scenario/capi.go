@@ -52,17 +52,20 @@ func (p *Pool) upToDate(ms *MachineSet) bool {
 	return true
 }
 
-// newSet is the MachineSet that matches the template (nil when none).
+// newSet is the MachineSet that matches the template (nil when none): of
+// several, the one with the most replicas (the oldest of those), as
+// Cluster API chooses for the least churn.
 func (p *Pool) newSet() *MachineSet {
 	if p.MD == nil {
 		return nil
 	}
+	var best *MachineSet
 	for _, ms := range p.MD.Sets {
-		if p.upToDate(ms) {
-			return ms
+		if p.upToDate(ms) && (best == nil || ms.Replicas > best.Replicas) {
+			best = ms
 		}
 	}
-	return nil
+	return best
 }
 
 // setMachines is a MachineSet's status.replicas: its machines, the ones

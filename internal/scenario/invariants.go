@@ -238,11 +238,23 @@ func ARollbackReplacesOnlyTheFailedRolloutsMachines(c *Context) error {
 	if r.Initiator != rollout.InitiatorRollback || r.Outcome != OutcomeInProgress {
 		return nil
 	}
+	// The rollout.after on the MachineDeployment is the failed rollout's
+	// own (or a later one's).
+	failedForce := false
+	if n := len(p.History); n >= 2 && p.MD.RolloutAfter != nil {
+		f := p.History[n-2]
+		failedForce = f.ForcedAt != nil && !p.MD.RolloutAfter.Before(*f.ForcedAt)
+	}
 	for _, m := range c.Deleted {
 		if m.Cause != CauseRollout || m.DataSecretName != p.MD.DataSecretName {
 			continue
 		}
 		if !m.DrainSince.IsZero() && m.DrainSince.Before(r.Started) {
+			continue
+		}
+		if p.olderThanRolloutAfter(m) && !failedForce {
+			// An earlier forced rollout's machine it had yet to replace:
+			// the rollback returns to that rollout in progress.
 			continue
 		}
 		return fmt.Errorf("machine %s of the revision the rollback (revision %d) returns to (%s) was replaced", m.Name, r.Revision, m.DataSecretName)
@@ -658,6 +670,21 @@ func (p *Pool) trackDrift(in rollout.Input) {
 			}
 		}
 	}
+}
+
+// olderThanRolloutAfter reports whether m's MachineSet was created before
+// the MachineDeployment's rollout.after (Cluster API replaces it).
+func (p *Pool) olderThanRolloutAfter(m *Machine) bool {
+	if p.MD == nil || p.MD.RolloutAfter == nil {
+		return false
+	}
+	created := m.Created
+	for _, ms := range p.MD.Sets {
+		if ms.Name == m.Set {
+			created = ms.Created
+		}
+	}
+	return created.Before(*p.MD.RolloutAfter)
 }
 
 // oldSetReplacement reports whether m was made by a MachineSet older than

@@ -183,6 +183,7 @@ var soakSeeds = []int64{
 	5922, // a deadline rollout that failed in its window (the invariant's mistake: the deadline asks once a window)
 	3282, // a person resumed a health halt and the rollout went on with its payload (the invariant's mistake)
 	4686, // an InPlace pool halted with one sick and one updating node
+	507,  // a rollback during an earlier restart returns to the restart's MachineSet, not the oldest of that template
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {
