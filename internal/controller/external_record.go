@@ -50,6 +50,7 @@ func (r *Reconciler) recordExternal(ctx context.Context, rc *poolReconcile) erro
 			}
 			owned = append(owned, *cr)
 			rev, next = cr.Revision, cr.Revision+1
+			observeExternalChange(pool)
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, nodepoolv1.EventExternalChangeReverted, "Reconcile", "%s", x.describe(rev, pool))
 		}
 		rc.external = append(rc.external, nodepoolv1.ExternalChange{Revision: rev, Manager: x.manager, At: &metav1.Time{Time: x.at},
