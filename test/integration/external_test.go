@@ -55,31 +55,8 @@ func TestAnExternalRolloutOnThePoolsMachineDeploymentIsRecordedAndReverted(t *te
 			return fmt.Sprintf("annotations %v, paused %v, rollout.after %v, version %s", md.Annotations, md.Spec.Paused, md.Spec.Rollout.After, md.Spec.Template.Spec.Version)
 		})
 
-	// On record, once, with who and when.
 	want := []string{"metadata.annotations[cluster.x-k8s.io/paused]", "spec.paused", "spec.rollout.after", "spec.template.spec.version"}
-	e := st.LastRecord(t, p, history.InitiatorExternal, history.OutcomeReverted)
-	fields := slices.Sorted(slices.Values(e.Fields))
-	if e.Manager != manager || !slices.Equal(fields, want) {
-		t.Errorf("the record says manager %q, fields %v; want %q, %v", e.Manager, fields, manager, want)
-	}
-	if e.Started.Before(written.Add(-time.Second)) || e.Started.After(time.Now()) {
-		t.Errorf("the record says the change was written at %v, want managedFields' time (about %v)", e.Started, written)
-	}
-	if n := len(st.HistoryOf(t, p)); n != records+1 {
-		t.Errorf("%d records after the external change, want %d (one)", n, records+1)
-	}
-
-	// Said in an event and in status.rollout.
-	s := st.WaitForPool(t, p, 30*time.Second, "status.rollout.external", func(s stack.PoolState) bool {
-		return s.Pool.Status.Rollout != nil && s.Pool.Status.Rollout.External != nil
-	})
-	if x := s.Pool.Status.Rollout.External; x.Manager != manager || x.Revision != e.Revision || len(x.Fields) != len(want) || !strings.Contains(x.Message, "restored") {
-		t.Errorf("status.rollout.external = %+v, want manager %q, revision %d, the fields and what was done", *x, manager, e.Revision)
-	}
-	evs := stack.PoolEvents(t, env.Client, p, nodepoolv1.EventExternalChangeReverted)
-	if len(evs) == 0 || !strings.Contains(evs[0], manager) || !strings.Contains(evs[0], "spec.rollout.after") {
-		t.Errorf("events %s: %q, want one naming %s and the fields", nodepoolv1.EventExternalChangeReverted, evs, manager)
-	}
+	recordedAndSaid(t, p, records, manager, written, want, "MachineDeployment "+md.Name)
 
 	// The pause held Cluster API: the restore replaced no machine.
 	st.HoldsFor(t, p, 8*time.Second, "no machine replaced", func(s stack.PoolState) bool {
@@ -142,10 +119,27 @@ func TestAnExternalEditOfThePoolsMachineSetIsRecordedAndReverted(t *testing.T) {
 	}, func(got *clusterv1.MachineSet) bool { return got.Spec.Template.Spec.Version == version },
 		func(got *clusterv1.MachineSet) string { return "version " + got.Spec.Template.Spec.Version })
 
-	// On record, once, with who and when.
+	recordedAndSaid(t, p, records, manager, written, []string{"spec.template.spec.version"}, "MachineSet "+ms.Name)
+
+	// Cluster API keeps the restored MachineSet as the pool's: its machines
+	// stay (a MachineSet it made meanwhile is scaled away).
+	st.WaitForPool(t, p, stack.RolloutTimeout, "the pool settled on its machines", func(s stack.PoolState) bool {
+		return stack.PoolSettled(2)(s) && s.Machines.Equal(before.Machines)
+	})
+	st.HoldsFor(t, p, 5*time.Second, "no machine replaced", func(s stack.PoolState) bool {
+		return s.Machines.Equal(before.Machines)
+	})
+}
+
+// recordedAndSaid checks that the pool's history ends with one record more
+// than records: the external change manager wrote at written (from
+// managedFields) of fields, restored; and that status.rollout.external and
+// a Warning event ExternalChangeReverted say it, naming object.
+func recordedAndSaid(t *testing.T, p *nodepoolv1.NodePool, records int, manager string, written time.Time, fields []string, object string) {
+	t.Helper()
 	e := st.LastRecord(t, p, history.InitiatorExternal, history.OutcomeReverted)
-	if want := []string{"spec.template.spec.version"}; e.Manager != manager || !slices.Equal(e.Fields, want) {
-		t.Errorf("the record says manager %q, fields %v; want %q, %v", e.Manager, e.Fields, manager, want)
+	if got := slices.Sorted(slices.Values(e.Fields)); e.Manager != manager || !slices.Equal(got, fields) {
+		t.Errorf("the record says manager %q, fields %v; want %q, %v", e.Manager, got, manager, fields)
 	}
 	if e.Started.Before(written.Add(-time.Second)) || e.Started.After(time.Now()) {
 		t.Errorf("the record says the change was written at %v, want managedFields' time (about %v)", e.Started, written)
@@ -156,20 +150,12 @@ func TestAnExternalEditOfThePoolsMachineSetIsRecordedAndReverted(t *testing.T) {
 	s := st.WaitForPool(t, p, 30*time.Second, "status.rollout.external", func(s stack.PoolState) bool {
 		return s.Pool.Status.Rollout != nil && s.Pool.Status.Rollout.External != nil
 	})
-	if x := s.Pool.Status.Rollout.External; x.Manager != manager || x.Revision != e.Revision || !strings.Contains(x.Message, "MachineSet "+ms.Name) {
-		t.Errorf("status.rollout.external = %+v, want manager %q, revision %d, naming MachineSet %s", *x, manager, e.Revision, ms.Name)
+	if x := s.Pool.Status.Rollout.External; x.Manager != manager || x.Revision != e.Revision || len(x.Fields) != len(fields) ||
+		!strings.Contains(x.Message, "restored") || !strings.Contains(x.Message, object) {
+		t.Errorf("status.rollout.external = %+v, want manager %q, revision %d, the fields, %s and what was done", *x, manager, e.Revision, object)
 	}
 	evs := stack.PoolEvents(t, env.Client, p, nodepoolv1.EventExternalChangeReverted)
-	if len(evs) == 0 || !strings.Contains(evs[0], manager) || !strings.Contains(evs[0], "spec.template.spec.version") {
-		t.Errorf("events %s: %q, want one naming %s and the field", nodepoolv1.EventExternalChangeReverted, evs, manager)
+	if len(evs) == 0 || !strings.Contains(evs[0], manager) || !strings.Contains(evs[0], fields[len(fields)-1]) {
+		t.Errorf("events %s: %q, want one naming %s and the fields", nodepoolv1.EventExternalChangeReverted, evs, manager)
 	}
-
-	// Cluster API keeps the restored MachineSet as the pool's: its machines
-	// stay (a MachineSet it made meanwhile is scaled away).
-	st.WaitForPool(t, p, stack.RolloutTimeout, "the pool settled on its machines", func(s stack.PoolState) bool {
-		return stack.PoolSettled(2)(s) && s.Machines.Equal(before.Machines)
-	})
-	st.HoldsFor(t, p, 5*time.Second, "no machine replaced", func(s stack.PoolState) bool {
-		return s.Machines.Equal(before.Machines)
-	})
 }
