@@ -33,7 +33,10 @@ func TestAnEditedMachineSetIsRestoredOnlyWhenItsTemplateWasTheMachineDeployments
 		return ms
 	}
 	version := func(s *clusterv1.MachineSpec) { s.Version = "v1.99.0" }
-	older := func(s *clusterv1.MachineSpec) { s.Version = "v1.99.0"; s.Bootstrap.DataSecretName = ptr.To("workers-old-userdata") }
+	older := func(s *clusterv1.MachineSpec) {
+		s.Version = "v1.99.0"
+		s.Bootstrap.DataSecretName = ptr.To("workers-old-userdata")
+	}
 	x := &externalChange{manager: "kubectl-patch", at: at, fields: []string{"spec.template.spec.version"}}
 	for _, c := range []struct {
 		name    string
