@@ -77,6 +77,12 @@ const (
 	// fields. The change is recorded in the pool's history (initiator
 	// external) and the controller restored its own values.
 	EventExternalChangeReverted = "ExternalChangeReverted"
+	// EventExternalChangeRecorded (Warning): as ExternalChangeReverted,
+	// for a change the controller could not undo (an edited MachineSet of
+	// a Replace pool that was not its newest: its values before the edit
+	// are kept nowhere); the message says why. It is recorded only
+	// (outcome Recorded).
+	EventExternalChangeRecorded = "ExternalChangeRecorded"
 )
 
 // Events of maintenance windows.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -241,14 +242,36 @@ func applyPendingRequest(at time.Time, outside *outsideWindowsFlags) func(*nodep
 	}
 }
 
-// patchPool applies change to the pool with a merge patch.
+// patchAttempts bounds the re-reads of a pool whose patch conflicts.
+const patchAttempts = 5
+
+// patchPool applies change to the pool with a merge patch. A patch that
+// removes or rewrites a request annotation (rollout.RequestAnnotations:
+// a halt resume ends, a fleet rollout's request apply-pending replaces)
+// holds the resourceVersion read: a newer value someone wrote since is
+// never overwritten with one decided on the older pool. On a conflict the
+// pool is read again and change applied to it.
 func patchPool(ctx context.Context, c client.Client, pool *nodepoolv1.NodePool, field string, change func(*nodepoolv1.NodePool)) error {
-	before := pool.DeepCopy()
-	change(pool)
-	if err := c.Patch(ctx, pool, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("setting %s on NodePool %s/%s: %w", field, pool.Namespace, pool.Name, err)
+	for attempt := 1; ; attempt++ {
+		before := pool.DeepCopy()
+		change(pool)
+		patch := client.MergeFrom(before)
+		if rollout.RewritesRequest(before, pool) {
+			patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+		}
+		err := c.Patch(ctx, pool, patch)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == patchAttempts {
+			return fmt.Errorf("setting %s on NodePool %s/%s: %w", field, pool.Namespace, pool.Name, err)
+		}
+		fresh := &nodepoolv1.NodePool{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), fresh); err != nil {
+			return fmt.Errorf("reading NodePool %s/%s again after a conflict setting %s: %w", pool.Namespace, pool.Name, field, err)
+		}
+		*pool = *fresh
 	}
-	return nil
 }
 
 // warnWhen says when the forced rollout just requested for at rolls: the

@@ -32,7 +32,9 @@ ControllerRevision per rollout, owned by the pool): who started each one
 (initiator spec, version, restart, platform or policy), its outcome, when it
 started and how long it took, its rollout and payload hashes (the prefixes in
 the user-data Secret names and node labels) and the payload components it
-changed. The pool keeps the last spec.management.revisionHistoryLimit
+changed. A change someone made outside the pool to its MachineDeployment or
+MachineSets (initiator external, outcome Reverted) shows the field manager that
+wrote it after the initiator and the fields it wrote under CHANGED. The pool keeps the last spec.management.revisionHistoryLimit
 finished rollouts (default 10) and any in progress; the line after the table
 says how many.
 
@@ -128,7 +130,7 @@ func historyTable(now time.Time, entries []history.Entry) *table {
 	}
 	for _, e := range entries {
 		row := []string{fmt.Sprint(e.Revision), initiatorOf(e), or(e.Outcome, "-"), age(now, e.Started) + " ago", took(now, e),
-			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedList(e.Changed)}
+			payload.Short(e.RolloutHash), payload.Short(e.PayloadHash), changedOf(e)}
 		if reasons {
 			row = append(row, or(e.Reason, "-"))
 		}
@@ -146,6 +148,15 @@ func took(now time.Time, e history.Entry) string {
 		return age(now, e.Started) + " so far"
 	}
 	return "-"
+}
+
+// changedOf is the CHANGED column: the payload components a rollout
+// changed, or the fields a change made outside the pool wrote.
+func changedOf(e history.Entry) string {
+	if e.Initiator == history.InitiatorExternal && len(e.Fields) > 0 {
+		return strings.Join(e.Fields, ",")
+	}
+	return changedList(e.Changed)
 }
 
 // changedList names the changed components; "all" when every component is
@@ -245,6 +256,10 @@ func printRevision(w io.Writer, now time.Time, d RevisionDetail) error {
 	e := d.Entry
 	fmt.Fprintf(w, "Revision:      %d\n", e.Revision)
 	fmt.Fprintf(w, "Initiator:     %s\n", e.Initiator)
+	if e.Initiator == history.InitiatorExternal {
+		fmt.Fprintf(w, "Manager:       %s\n", or(e.Manager, "-"))
+		fmt.Fprintf(w, "Fields:        %s\n", or(strings.Join(e.Fields, ", "), "-"))
+	}
 	fmt.Fprintf(w, "Outcome:       %s\n", or(e.Outcome, "-"))
 	fmt.Fprintf(w, "Started:       %s (%s ago)\n", e.Started.UTC().Format(time.RFC3339), age(now, e.Started))
 	if e.Completed != nil {
@@ -296,8 +311,12 @@ func shortDigest(d string) string {
 }
 
 // initiatorOf names who started a rollout; a health-gate rollback names
-// the revision that failed.
+// the revision that failed, a change made outside the pool its field
+// manager.
 func initiatorOf(e history.Entry) string {
+	if e.Initiator == history.InitiatorExternal && e.Manager != "" {
+		return fmt.Sprintf("%s (%s)", e.Initiator, e.Manager)
+	}
 	if e.RollbackOf > 0 {
 		return fmt.Sprintf("%s (of %d)", e.Initiator, e.RollbackOf)
 	}

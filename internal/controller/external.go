@@ -70,6 +70,9 @@ type externalChange struct {
 	manager string
 	at      time.Time
 	fields  []string
+	// kept says why the change could not be undone ("" when the
+	// controller restores its values): it is recorded only.
+	kept string
 }
 
 // externalChanges are the changes one reconcile found, one per manager.
@@ -317,9 +320,13 @@ func owns(fields map[string]any, path []string) bool {
 
 // describe is the change as events and status.rollout say it.
 func (x *externalChange) describe(revision int64, pool *nodepoolv1.NodePool) string {
-	return fmt.Sprintf("%s wrote %s of %s %s at %s, outside the pool (recorded as revision %d, initiator external); the controller restored its own values. "+
+	done := "the controller restored its own values"
+	if x.kept != "" {
+		done = "the controller could not restore them: " + x.kept + "; Cluster API replaces its machines"
+	}
+	return fmt.Sprintf("%s wrote %s of %s %s at %s, outside the pool (recorded as revision %d, initiator external); %s. "+
 		"Roll, pause or undo the pool with `kubectl nodepool rollout restart|pause|undo %s -n %s`",
-		x.manager, strings.Join(x.fields, ", "), x.kind, x.name, x.at.UTC().Format(time.RFC3339), revision, pool.Name, pool.Namespace)
+		x.manager, strings.Join(x.fields, ", "), x.kind, x.name, x.at.UTC().Format(time.RFC3339), revision, done, pool.Name, pool.Namespace)
 }
 
 // ownRolloutAfter is the MachineDeployment's spec.rollout.after as the

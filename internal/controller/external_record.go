@@ -50,7 +50,12 @@ func (r *Reconciler) recordExternal(ctx context.Context, rc *poolReconcile) erro
 			}
 			owned = append(owned, *cr)
 			rev, next = cr.Revision, cr.Revision+1
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, nodepoolv1.EventExternalChangeReverted, "Reconcile", "%s", x.describe(rev, pool))
+			observeExternalChange(pool)
+			reason := nodepoolv1.EventExternalChangeReverted
+			if x.kept != "" {
+				reason = nodepoolv1.EventExternalChangeRecorded
+			}
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", x.describe(rev, pool))
 		}
 		rc.external = append(rc.external, nodepoolv1.ExternalChange{Revision: rev, Manager: x.manager, At: &metav1.Time{Time: x.at},
 			Fields: x.fields, Message: x.describe(rev, pool)})
@@ -73,6 +78,9 @@ func (r *Reconciler) createExternalRecord(ctx context.Context, pool *nodepoolv1.
 			return nil, err
 		}
 		cr.Annotations[history.AnnotationOutcome] = history.OutcomeReverted
+		if x.kept != "" {
+			cr.Annotations[history.AnnotationOutcome] = history.OutcomeRecorded
+		}
 		cr.Annotations[history.AnnotationCompleted] = r.now().UTC().Format(time.RFC3339)
 		if err := controllerutil.SetControllerReference(pool, cr, r.Client.Scheme()); err != nil {
 			return nil, err

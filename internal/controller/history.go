@@ -147,7 +147,7 @@ func overLimit(pool *nodepoolv1.NodePool, limit int) bool {
 // nil when there is none.
 func lastRollout(owned []appsv1.ControllerRevision) *appsv1.ControllerRevision {
 	for i := len(owned) - 1; i >= 0; i-- {
-		if owned[i].Annotations[history.AnnotationOutcome] != history.OutcomeReverted {
+		if !history.IsExternalOutcome(owned[i].Annotations[history.AnnotationOutcome]) {
 			return &owned[i]
 		}
 	}

@@ -47,10 +47,14 @@ var (
 		Name: "nodepool_reconcile_errors_total",
 		Help: "Reconciles of a pool that failed, by stage.",
 	}, []string{"namespace", "pool", "stage"})
+	externalChangesRecorded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodepool_external_changes_total",
+		Help: "Changes to a pool's MachineDeployment or MachineSets by a field manager outside nodepool and Cluster API, recorded in the pool's history (initiator external).",
+	}, []string{"namespace", "pool"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, rolloutDuration, reconcileErrors, nodesUpdated, nodesUpdating)
+	metrics.Registry.MustRegister(pendingDrift, driftAge, rolloutsStarted, rolloutsCompleted, rolloutDuration, reconcileErrors, nodesUpdated, nodesUpdating, externalChangesRecorded)
 }
 
 // observeDrift replaces the pool's drift series with its pending rows.
@@ -67,7 +71,7 @@ func forgetPool(pool *nodepoolv1.NodePool) {
 	labels := prometheus.Labels{"namespace": pool.Namespace, "pool": pool.Name}
 	for _, v := range []interface {
 		DeletePartialMatch(prometheus.Labels) int
-	}{rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, healthFailures} {
+	}{rolloutsStarted, rolloutsCompleted, reconcileErrors, nodesUpdated, healthFailures, externalChangesRecorded} {
 		v.DeletePartialMatch(labels)
 	}
 	for _, v := range []*poolGaugeVec{pendingDrift, driftAge, nodesUpdating, nextWindow, driftDeadline, healthPhase, lastReconcile, drainingNodes, drainBlockedNodes} {
@@ -114,6 +118,12 @@ const (
 	// stageStatus: patching the pool's status failed.
 	stageStatus = "status"
 )
+
+// observeExternalChange counts one external change recorded in the pool's
+// history (external_record.go).
+func observeExternalChange(pool *nodepoolv1.NodePool) {
+	externalChangesRecorded.WithLabelValues(pool.Namespace, pool.Name).Inc()
+}
 
 func observeReconcileError(pool *nodepoolv1.NodePool, stage string) {
 	reconcileErrors.WithLabelValues(pool.Namespace, pool.Name, stage).Inc()

@@ -81,6 +81,10 @@ type Reconciler struct {
 	// MachineDeployment (MachineSet) last found or written as the
 	// controller's (external.go).
 	ownForced sync.Map
+	// checkedSets is, by pool UID, the generation of each of the pool's
+	// MachineSets last found with no external edit
+	// (external_machinesets.go).
+	checkedSets sync.Map
 	// announcements are the Normal events emitted, by pool version
 	// (announced); nil: none is remembered.
 	announcements *lru[string, bool]
@@ -207,9 +211,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		{stageRead, r.observePool},
 		{stageRead, r.detectExternalForce}, // external.go: before the engine reads the forced rollout time
 		{stageDecide, r.decide},
-		{stageRead, r.detectExternal}, // external.go: a rollout nodepool did not start
+		{stageRead, r.detectExternal},     // external.go: a rollout nodepool did not start
+		{stageRead, r.detectExternalSets}, // external_machinesets.go: an edited MachineSet of a Replace pool
 		{stageHistory, r.record},
 		{stageHistory, r.recordExternal}, // external_record.go
+		{stageApply, r.restoreSets},
 		{stageApply, r.applyPlan},
 		{stageHistory, r.archiveHistory},
 	} {
@@ -479,6 +485,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 		forgetPool(pool)
 		r.archived.Delete(pool.UID)
 		r.ownForced.Delete(pool.UID)
+		r.checkedSets.Delete(pool.UID)
 		return ctrl.Result{}, r.writeMetadata(ctx, before, pool)
 	}
 	return ctrl.Result{}, nil

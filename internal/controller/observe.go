@@ -24,6 +24,9 @@ type world struct {
 	// object read uncached, with its managedFields, when it was.
 	external externalChanges
 	fresh    client.Object
+	// setRestores are the edited MachineSets of a Replace pool to restore
+	// (external_machinesets.go).
+	setRestores []setRestore
 }
 
 // observe reads the pool's MachineDeployment, MachineSets, Machines and

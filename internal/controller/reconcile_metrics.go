@@ -23,7 +23,10 @@ func init() {
 	metrics.Registry.MustRegister(lastReconcile)
 }
 
-// observeReconciled records that a reconcile of the pool ended at now.
+// observeReconciled records that a reconcile of the pool ended at now. The
+// pool's count of external changes is exported from its first reconcile,
+// at 0: an increase of a series that starts at 1 is none.
 func observeReconciled(pool *nodepoolv1.NodePool, now time.Time) {
 	lastReconcile.setTo(float64(now.UnixMilli())/1e3, pool.Namespace, pool.Name)
+	externalChangesRecorded.WithLabelValues(pool.Namespace, pool.Name)
 }

@@ -38,7 +38,17 @@ const (
 	// external) that the controller undid when it found it. Such a record
 	// is finished when it is written.
 	OutcomeReverted = "Reverted"
+	// OutcomeRecorded: a change nodepool did not make (initiator
+	// external) that the controller could not undo (an edited old
+	// MachineSet, whose values are kept nowhere); finished when written.
+	OutcomeRecorded = "Recorded"
 )
+
+// IsExternalOutcome reports whether outcome is that of a change nodepool
+// did not make: never a rollout of the controller's.
+func IsExternalOutcome(outcome string) bool {
+	return outcome == OutcomeReverted || outcome == OutcomeRecorded
+}
 
 // InitiatorExternal is the initiator of a record of a change nodepool did
 // not make to the fields of a pool's MachineDeployment or MachineSet that

@@ -311,23 +311,35 @@ func refused(t *testing.T, what string, err error, policy, says string) {
 	t.Logf("%s: %v", what, err)
 }
 
-// waitForPolicies waits until the API server enforces both policies (it
-// loads a new policy a moment after it is created).
+// waitForPolicies waits until the API server enforces the policies (it
+// loads a new policy a moment after it is created): a template change on
+// the MachineDeployment and the MachineSet, and deleting the MachineSet.
 func waitForPolicies(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	f := newFixture(t)
 	admin := as(t, adminUser)
 	deadline := time.Now().Add(time.Minute)
-	for _, o := range []client.Object{f.md, f.ms} {
+	probes := []struct {
+		what string
+		try  func() error
+	}{
+		{"a template change on " + f.md.Name, func() error {
+			return admin.Patch(ctx, f.md.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(oldVersion)), client.DryRunAll)
+		}},
+		{"a template change on " + f.ms.Name, func() error {
+			return admin.Patch(ctx, f.ms.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(oldVersion)), client.DryRunAll)
+		}},
+		{"deleting " + f.ms.Name, func() error { return admin.Delete(ctx, f.ms.DeepCopy(), client.DryRunAll) }},
+	}
+	for _, p := range probes {
 		for {
-			probe := o.DeepCopyObject().(client.Object)
-			err := admin.Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(oldVersion)), client.DryRunAll)
+			err := p.try()
 			if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("the policies do not refuse a template change on %s after a minute: %v", o.GetName(), err)
+				t.Fatalf("the policies do not refuse %s after a minute: %v", p.what, err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

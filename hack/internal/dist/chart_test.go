@@ -390,7 +390,7 @@ payloadServer:
 				t.Errorf("controller args %v lack %s", args, a)
 			}
 		}
-		for _, p := range []string{"nodepool-controller-writes", "nodepool-payload-server-writes", "nodepool-owns-machinedeployments", "nodepool-owns-machinesets"} {
+		for _, p := range []string{"nodepool-controller-writes", "nodepool-payload-server-writes", "nodepool-owns-machinedeployments", "nodepool-owns-machinesets", "nodepool-owns-machinesets-deletion"} {
 			conds, _, _ := unstructured.NestedSlice(got["ValidatingAdmissionPolicy//"+p].Object, "spec", "matchConditions")
 			if expr := conds[0].(map[string]any)["expression"].(string); !strings.Contains(expr, "system:serviceaccount:platform:") {
 				t.Errorf("%s matches %s", p, expr)

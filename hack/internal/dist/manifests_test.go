@@ -40,6 +40,8 @@ var defaultObjects = []string{
 	"ValidatingAdmissionPolicyBinding//nodepool-owns-machinedeployments",
 	"ValidatingAdmissionPolicy//nodepool-owns-machinesets",
 	"ValidatingAdmissionPolicyBinding//nodepool-owns-machinesets",
+	"ValidatingAdmissionPolicy//nodepool-owns-machinesets-deletion",
+	"ValidatingAdmissionPolicyBinding//nodepool-owns-machinesets-deletion",
 	"ValidatingAdmissionPolicy//nodepool-payload-server-writes",
 	"ValidatingAdmissionPolicyBinding//nodepool-payload-server-writes",
 	"Deployment/nodepool-system/nodepool-controller",

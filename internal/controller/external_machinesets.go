@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// External edits of a Replace pool's MachineSets. Cluster API makes them
+// from the MachineDeployment's template and compares their template with
+// it: a MachineSet whose template fields (templateKnobs) someone edited is
+// an old one to Cluster API, which replaces its machines. The controller
+// finds such an edit as it finds one on the MachineDeployment (external.go):
+// a template field last written (managedFields) by a field manager that is
+// neither nodepool's nor Cluster API's. A MachineSet whose template is the
+// MachineDeployment's is not read again; one that differs (an old one
+// during a rollout, or an edited one) is read uncached once per generation.
+
+// capiManagers are the field managers of Cluster API's writes of a
+// MachineSet: its MachineDeployment controller's (which makes a MachineSet
+// from the template and applies it again as it finds it), its MachineSet
+// controller's, and "manager", the manager of a Cluster API controller
+// that names none (its binary's).
+var capiManagers = []string{"capi-machinedeployment", "capi-machineset", "capi-machineset-metadata", "manager"}
+
+// setRestore is a MachineSet to write the MachineDeployment's values of
+// fields back on.
+type setRestore struct {
+	set    *clusterv1.MachineSet
+	fields []string
+}
+
+// detectExternalSets finds the external edits of a Replace pool's
+// MachineSets' templates. An edit is restored (restoreSets) when the
+// MachineSet's original values are the MachineDeployment's (restorable);
+// otherwise it is recorded only, saying why.
+func (r *Reconciler) detectExternalSets(ctx context.Context, rc *poolReconcile) error {
+	if rc.w == nil || rc.w.MachineDeployment == nil || r.APIReader == nil {
+		return nil
+	}
+	md := rc.w.MachineDeployment
+	prev, _ := r.checkedSets.Load(rc.pool.UID)
+	seen, _ := prev.(map[types.UID]int64)
+	checked := map[types.UID]int64{}
+	defer r.checkedSets.Store(rc.pool.UID, checked)
+	own := append(r.ownManagers(), capiManagers...)
+	for i := range rc.w.MachineSets {
+		ms := &rc.w.MachineSets[i]
+		if ms.DeletionTimestamp != nil {
+			continue
+		}
+		if g, ok := seen[ms.UID]; ok && g == ms.Generation {
+			checked[ms.UID] = g
+			continue
+		}
+		differ, err := differingKnobs(ms, md, templateKnobs, false)
+		if err != nil {
+			return err
+		}
+		if len(differ) == 0 {
+			checked[ms.UID] = ms.Generation
+			continue
+		}
+		fresh := &clusterv1.MachineSet{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ms), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("reading MachineSet %s for its managedFields: %w", ms.Name, err)
+		}
+		found := externalWrites(fresh.ManagedFields, templateKnobs, own)
+		if len(found) == 0 {
+			checked[ms.UID] = ms.Generation
+			continue
+		}
+		var fields []string
+		for _, x := range found {
+			x.kind, x.name = kindName(fresh), fresh.Name
+			fields = append(fields, x.fields...)
+			if why := restorable(fresh, rc.w.MachineSets, md, x); why != "" {
+				x.kept = why
+			}
+		}
+		rc.w.external = rc.w.external.add(found)
+		if !slices.ContainsFunc(found, func(x *externalChange) bool { return x.kept != "" }) {
+			rc.w.setRestores = append(rc.w.setRestores, setRestore{set: fresh, fields: fields})
+		}
+	}
+	return nil
+}
+
+// restorable says why an edit x of ms cannot be undone, "" when it can:
+// ms's values before the edit are the MachineDeployment's template when
+// ms was the pool's newest MachineSet (Cluster API's revision) when it was
+// written — no newer one was made before — and its template fields that
+// nobody outside wrote are the MachineDeployment's. An older MachineSet's
+// values are kept nowhere the controller reads: Cluster API keeps no copy
+// of the template it was made from, and the pool's history keeps the
+// pool's spec, not the template it rendered.
+func restorable(ms *clusterv1.MachineSet, sets []clusterv1.MachineSet, md *clusterv1.MachineDeployment, x *externalChange) string {
+	rev := revisionOf(ms)
+	for i := range sets {
+		o := &sets[i]
+		if o.UID != ms.UID && revisionOf(o) > rev && o.CreationTimestamp.Time.Before(x.at) {
+			return fmt.Sprintf("it was not the pool's newest MachineSet when it was written (%s is newer), and an older MachineSet's template is kept nowhere", o.Name)
+		}
+	}
+	differ, err := differingKnobs(ms, md, templateKnobs, false)
+	if err != nil {
+		return err.Error()
+	}
+	for _, k := range differ {
+		if !slices.Contains(x.fields, k.name) {
+			return fmt.Sprintf("its %s, which nobody outside the pool wrote, is not the MachineDeployment's: it was made from an older template, which is kept nowhere", k.name)
+		}
+	}
+	return ""
+}
+
+// revisionOf is a MachineSet's Cluster API revision (0 without one).
+func revisionOf(ms *clusterv1.MachineSet) int64 {
+	n, _ := strconv.ParseInt(ms.Annotations[clusterv1.RevisionAnnotation], 10, 64)
+	return n
+}
+
+// restoreSets writes the MachineDeployment's template values of the
+// restored fields back on each edited MachineSet, conditional on the
+// version read (a conflict: the next reconcile finds it again). Cluster
+// API then takes it for the pool's MachineSet again: among those made
+// from the template it keeps the one with the most machines.
+func (r *Reconciler) restoreSets(ctx context.Context, rc *poolReconcile) error {
+	if rc.w == nil || rc.w.MachineDeployment == nil {
+		return nil
+	}
+	want := rc.w.MachineDeployment.Spec.Template.Spec
+	for _, s := range rc.w.setRestores {
+		before := s.set.DeepCopy()
+		got := &s.set.Spec.Template.Spec
+		for _, f := range s.fields {
+			switch f {
+			case "spec.template.spec.version":
+				got.Version = want.Version
+			case "spec.template.spec.bootstrap":
+				got.Bootstrap = want.Bootstrap
+			case "spec.template.spec.infrastructureRef":
+				got.InfrastructureRef = want.InfrastructureRef
+			case "spec.template.spec.failureDomain":
+				got.FailureDomain = want.FailureDomain
+			}
+		}
+		s.set.ManagedFields = nil
+		if err := r.Client.Patch(ctx, s.set, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("restoring the template of MachineSet %s: %w", s.set.Name, err)
+		}
+	}
+	return nil
+}
