@@ -104,6 +104,7 @@ references do not cascade and namespaces are never finalised.`,
 	f.DurationVar(&o.Sim.InitialRetryDelay, "initial-retry-delay", sim.DefaultInitialRetryDelay, "sim: first delay before a failed payload fetch is retried (doubles each time)")
 	f.DurationVar(&o.Sim.MaxRetryDelay, "max-retry-delay", sim.DefaultMaxRetryDelay, "sim: longest delay between payload fetch retries")
 	f.IntVar(&o.Sim.Concurrency, "sim-concurrency", sim.DefaultConcurrency, "sim: machines booted at once")
+	f.StringVar(&o.Sim.ClusterViewsAddress, "cluster-views-address", "127.0.0.1:0", `sim: address where each Cluster's kubeconfig reaches its own view of the API server, its own Nodes only ("" : every Cluster sees every Node)`)
 
 	f.IntVar(&o.CAPIConcurrency, "capi-concurrency", 4, "Cluster API: concurrency of each core reconciler")
 	f.StringVar(&o.APIServerProxyImage, "apiserver-proxy-image", DefaultAPIServerProxyImage, "management config: the API-server proxy image, written when the config is created")

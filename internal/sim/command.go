@@ -122,6 +122,7 @@ The CRDs are in config/sim/crd/bases and the RBAC role in config/sim/rbac.`,
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the management cluster (default: $KUBECONFIG, in-cluster, then ~/.kube/config)")
 	f.StringVar(&workloadKubeconfig, "workload-kubeconfig", "", "kubeconfig that SimControlPlanes write into <cluster>-kubeconfig Secrets (default: the management cluster's; a bearer token file is inlined)")
+	f.StringVar(&opts.ClusterViewsAddress, "cluster-views-bind-address", "", `address where each Cluster's <cluster>-kubeconfig Secret reaches its own view of the workload API server, its own Nodes only (HTTPS, the sim's own CA; every client of the Secrets must reach it, as 127.0.0.1 if it names no host; "" : the Secrets point at the workload API server itself, and every Cluster sees every Node)`)
 	f.StringVar(&namespace, "namespace", "", "reconcile the machines of this namespace only (default: every namespace)")
 	f.DurationVar(&opts.BootDelay, "boot-delay", 0, "power-on time of a machine that sets none, before it fetches its payload")
 	f.DurationVar(&opts.UpdateDelay, "update-delay", 0, "time the node agent of a machine that sets none takes to apply an in-place update, from reporting Working")

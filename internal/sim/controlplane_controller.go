@@ -36,10 +36,11 @@ import (
 
 // controlPlaneReconciler reports a SimControlPlane initialised and keeps
 // its Cluster's <cluster>-kubeconfig Secret pointing at the workload API
-// server.
+// server (its view of it, when the sim serves views: cluster_view.go).
 type controlPlaneReconciler struct {
-	client   client.Client
-	config   *rest.Config
+	client client.Client
+	// config is the workload API server a Cluster's kubeconfig names.
+	config   func(cluster client.ObjectKey) *rest.Config
 	recorder events.EventRecorder
 }
 
@@ -101,7 +102,7 @@ func (r *controlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	cp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 	r.setAvailable(cp, metav1.ConditionTrue, reason,
-		fmt.Sprintf("Secret %s points at the workload API server %s", secret.Name(cluster.Name, secret.Kubeconfig), r.config.Host))
+		fmt.Sprintf("Secret %s points at the workload API server %s", secret.Name(cluster.Name, secret.Kubeconfig), r.config(util.ObjectKey(cluster)).Host))
 	return ctrl.Result{}, nil
 }
 
@@ -109,7 +110,8 @@ func (r *controlPlaneReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // control plane, or brings one it owns up to date. A Secret someone else
 // made is left alone.
 func (r *controlPlaneReconciler) reconcileKubeconfig(ctx context.Context, cp *simv1.SimControlPlane, cluster *clusterv1.Cluster) (string, error) {
-	data, err := kubeconfigFor(r.config, cluster.Name)
+	server := r.config(util.ObjectKey(cluster))
+	data, err := kubeconfigFor(server, cluster.Name)
 	if err != nil {
 		return "", err
 	}
@@ -128,7 +130,7 @@ func (r *controlPlaneReconciler) reconcileKubeconfig(ctx context.Context, cp *si
 		} else if err != nil {
 			return "", fmt.Errorf("creating Secret %s/%s: %w", want.Namespace, want.Name, err)
 		}
-		r.recorder.Eventf(cp, nil, corev1.EventTypeNormal, "KubeconfigCreated", "Initialize", "Created Secret %s pointing at %s", want.Name, r.config.Host)
+		r.recorder.Eventf(cp, nil, corev1.EventTypeNormal, "KubeconfigCreated", "Initialize", "Created Secret %s pointing at %s", want.Name, server.Host)
 		return simv1.ReasonKubeconfigReady, nil
 	case err != nil:
 		return "", fmt.Errorf("reading Secret %s/%s: %w", want.Namespace, want.Name, err)

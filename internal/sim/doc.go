@@ -1,6 +1,9 @@
 // Package sim is the simulated Cluster API infrastructure provider: a
 // SimMachine boots like a real machine, from its user-data and the payload it
 // fetches over HTTPS, and registers a Node; a SimControlPlane is its API server.
+// Every Cluster's Nodes live on one API server; with Options.ClusterViewsAddress
+// each Cluster's kubeconfig reaches a view of it holding its own Nodes only
+// (cluster_view.go), as a fleet's Clusters are each their own API server.
 //
 // Each booted SimMachine also runs a node agent that takes part in the node
 // update protocol of InPlace pools (api/v1alpha1/nodeupdate.go) on its Node:

@@ -37,13 +37,14 @@ func TestMachineDeploymentScalesAndReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The control plane wrote a kubeconfig for the same API server.
+	// The control plane wrote a kubeconfig for the Cluster's view of the
+	// same API server.
 	kc := &corev1.Secret{}
 	eventually(t, time.Minute, func() (bool, string) {
 		return get(t, kc, ns, secret.Name("c1", secret.Kubeconfig)), "no kubeconfig Secret"
 	})
-	if !strings.Contains(string(kc.Data[secret.KubeconfigDataName]), env.Config.Host) || kc.Labels[clusterv1.ClusterNameLabel] != "c1" {
-		t.Fatalf("kubeconfig Secret does not point at %s or lacks the cluster label: %v", env.Config.Host, kc.Labels)
+	if view := "/clusters/" + ns + "/c1"; !strings.Contains(string(kc.Data[secret.KubeconfigDataName]), view) || kc.Labels[clusterv1.ClusterNameLabel] != "c1" {
+		t.Fatalf("kubeconfig Secret does not point at the Cluster's view %s or lacks the cluster label: %v", view, kc.Labels)
 	}
 
 	// It reports itself initialised and externally managed, and Cluster API

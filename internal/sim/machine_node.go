@@ -57,7 +57,7 @@ func (r *machineReconciler) runNode(ctx context.Context, sm *simv1.SimMachine, m
 	node := &corev1.Node{}
 	err = wc.Get(ctx, client.ObjectKey{Name: name}, node)
 	if apierrors.IsNotFound(err) {
-		node = newNode(sm)
+		node = newNode(sm, cluster)
 		if err = wc.Create(ctx, node); err == nil {
 			// The Booted Event says so too; one Event per boot is enough.
 			log.Info("Registered Node", "node", name, "payload", payload.Short(sm.Status.BootedPayload))
@@ -70,6 +70,9 @@ func (r *machineReconciler) runNode(ctx context.Context, sm *simv1.SimMachine, m
 	}
 	if node.Spec.ProviderID != providerID(sm) {
 		return notRegistered(fmt.Errorf("Node %s exists with providerID %q, not %q: another machine owns that name; delete the stale Node", name, node.Spec.ProviderID, providerID(sm)))
+	}
+	if err := labelCluster(ctx, wc, node, cluster); err != nil {
+		return notRegistered(fmt.Errorf("labelling Node %s with its Cluster: %w", name, err))
 	}
 	// Only the status, once registered: the Node's labels then belong to
 	// the machine's node agent, which swaps the payload's on an in-place
@@ -134,7 +137,7 @@ func (r *machineReconciler) deleteNode(ctx context.Context, sm *simv1.SimMachine
 // newNode is the Node a machine's kubelet registers: the labels its payload
 // sets (and the well-known ones a kubelet adds), the payload hash it booted,
 // its providerID. Status is written separately (nodeStatus).
-func newNode(sm *simv1.SimMachine) *corev1.Node {
+func newNode(sm *simv1.SimMachine, cluster client.ObjectKey) *corev1.Node {
 	labels := map[string]string{
 		corev1.LabelHostname:           hostname(sm),
 		corev1.LabelOSStable:           "linux",
@@ -142,6 +145,8 @@ func newNode(sm *simv1.SimMachine) *corev1.Node {
 		corev1.LabelInstanceTypeStable: "sim",
 	}
 	maps.Copy(labels, sm.Status.NodeLabels)
+	// Its Cluster's view holds it by these (cluster_view.go).
+	labels[simv1.LabelClusterNamespace], labels[simv1.LabelClusterName] = cluster.Namespace, cluster.Name
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        nodeName(sm),
@@ -251,4 +256,19 @@ func equalStatus(a, b corev1.NodeStatus) bool {
 		}
 	}
 	return true
+}
+
+// labelCluster labels a Node registered before Nodes carried their
+// Cluster's labels (a resumed dev environment) with them, so its Cluster's
+// view holds it.
+func labelCluster(ctx context.Context, wc client.Client, node *corev1.Node, cluster client.ObjectKey) error {
+	if node.Labels[simv1.LabelClusterNamespace] == cluster.Namespace && node.Labels[simv1.LabelClusterName] == cluster.Name {
+		return nil
+	}
+	before := node.DeepCopy()
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[simv1.LabelClusterNamespace], node.Labels[simv1.LabelClusterName] = cluster.Namespace, cluster.Name
+	return wc.Patch(ctx, node, client.MergeFrom(before))
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -18,12 +19,15 @@ func TestNewNodeCarriesThePayloadsIdentity(t *testing.T) {
 	sm := &simv1.SimMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns", UID: "u1"}}
 	sm.Status.BootedPayload = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	sm.Status.NodeLabels = map[string]string{nodepoolv1.LabelPool: "workers", nodepoolv1.LabelPayload: "0123456789abcdef", corev1.LabelHostname: "from-payload"}
-	n := newNode(sm)
+	n := newNode(sm, client.ObjectKey{Namespace: "ns", Name: "c1"})
 	if n.Name != "m1.ns" || n.Spec.ProviderID != "sim://ns/m1" {
 		t.Fatalf("name %q providerID %q", n.Name, n.Spec.ProviderID)
 	}
 	if n.Labels[nodepoolv1.LabelPool] != "workers" || n.Labels[nodepoolv1.LabelPayload] != "0123456789abcdef" || n.Labels[corev1.LabelOSStable] != "linux" {
 		t.Fatalf("labels %v", n.Labels)
+	}
+	if n.Labels[simv1.LabelClusterNamespace] != "ns" || n.Labels[simv1.LabelClusterName] != "c1" {
+		t.Fatalf("the Node does not name its Cluster: %v", n.Labels)
 	}
 	if n.Labels[corev1.LabelHostname] != "from-payload" {
 		t.Fatalf("the payload's labels must win over the kubelet's defaults: %v", n.Labels)

@@ -65,7 +65,9 @@ func testEnv(t testing.TB) (*harness.Env, *simtest.PayloadServer) {
 		if envErr != nil {
 			return
 		}
-		if envErr = sim.SetupWithManager(env.Context(), mgr, sim.Options{}); envErr != nil {
+		// Each Cluster reaches its own view of the API server, as a
+		// Cluster of a real fleet its own API server.
+		if envErr = sim.SetupWithManager(env.Context(), mgr, sim.Options{ClusterViewsAddress: "127.0.0.1:0"}); envErr != nil {
 			return
 		}
 		env.Run(mgr)

@@ -33,6 +33,18 @@ type Options struct {
 	// agent watches Nodes and reads update Secrets there. Nil means the
 	// manager's own configuration (the same API server).
 	WorkloadConfig *rest.Config
+	// ClusterViewsAddress, when set, is the address (host:port; port 0
+	// picks one) where the sim serves each Cluster its own view of the
+	// workload API server, as each Cluster of a real fleet is its own
+	// API server: a Cluster's kubeconfig Secret then points at its path
+	// there, where Node lists and watches hold its own Nodes only and
+	// another Cluster's Node is not found (cluster_view.go). Every client
+	// of the kubeconfig Secrets must reach that address (HTTPS with the
+	// sim's own CA, a token per Cluster; the sim forwards with
+	// WorkloadConfig's credentials; an address of every interface is
+	// written as 127.0.0.1). Empty: the kubeconfig Secrets point at
+	// WorkloadConfig itself, and every Cluster sees every Node.
+	ClusterViewsAddress string
 	// Workload gives clients of workload clusters to register Nodes with.
 	// Nil means clients built from the <cluster>-kubeconfig Secrets, as a
 	// real provider does; Cluster API's clustercache.ClusterCache fits too.
@@ -176,9 +188,20 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := disruption.setupWithManager(mgr, workload, opts.Concurrency); err != nil {
 		return fmt.Errorf("setting up the disruption budgets of the workload cluster: %w", err)
 	}
+	workloadConfig := func(client.ObjectKey) *rest.Config { return opts.WorkloadConfig }
+	if opts.ClusterViewsAddress != "" {
+		views, err := newClusterViews(opts.ClusterViewsAddress, opts.WorkloadConfig, workload.GetClient())
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(views); err != nil {
+			return fmt.Errorf("adding the Clusters' views of the workload API server to the manager: %w", err)
+		}
+		workloadConfig = views.configFor
+	}
 	controlPlanes := &controlPlaneReconciler{
 		client:   mgr.GetClient(),
-		config:   opts.WorkloadConfig,
+		config:   workloadConfig,
 		recorder: mgr.GetEventRecorder("sim-control-plane"),
 	}
 	if err := controlPlanes.setupWithManager(mgr, opts.Concurrency); err != nil {

@@ -56,8 +56,15 @@ const (
 	// settles nothing. For a fleet whose settle takes longer than a run
 	// can wait (10,000 pools on 2 cores), or whose benchmark was stopped.
 	// The run must have the first run's shape (ShapesEnv, its first) and
-	// PerNamespaceEnv, which place the pools it edits.
+	// PerNamespaceEnv, which place the pools it edits; its pools' Nodes are
+	// readable only if the first run had SharedNodesEnv (the Clusters'
+	// views of the API server end with the first run's process).
 	AttachEnv = "NODEPOOL_BENCH_ATTACH"
+	// SharedNodesEnv ("1") points every Cluster's kubeconfig at the test
+	// API server itself, where each Cluster sees every Cluster's Nodes (the
+	// benchmark before 2026-12-05 13:00 UTC). By default each Cluster
+	// reaches the sim's view of it, its own Nodes only, as in a real fleet.
+	SharedNodesEnv = "NODEPOOL_BENCH_SHARED_NODES"
 )
 
 // fleetResult is one fleet size's figures (the JSON summary's rows).
@@ -388,7 +395,14 @@ func startFleetEnv(b *testing.B, bin, dir string, withPayloadServer bool) (*flee
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := sim.SetupWithManager(env.Context(), simMgr, sim.Options{}); err != nil {
+	// Each Cluster sees its own Nodes, as in a real fleet: the
+	// controller's and Cluster API's caches of a Cluster hold its Nodes,
+	// not the whole fleet's.
+	views := "127.0.0.1:0"
+	if os.Getenv(SharedNodesEnv) == "1" {
+		views = ""
+	}
+	if err := sim.SetupWithManager(env.Context(), simMgr, sim.Options{ClusterViewsAddress: views}); err != nil {
 		b.Fatal(err)
 	}
 	env.Run(simMgr)

@@ -112,6 +112,15 @@ const (
 	LabelWorkloadNode = "sim.nodepool.dev/machine"
 )
 
+// LabelClusterNamespace and LabelClusterName on a Node name its Cluster:
+// every simulated Node lives on one API server, and a Cluster's view of it
+// (its kubeconfig Secret, when the sim serves views) holds the Nodes
+// labelled with it only.
+const (
+	LabelClusterNamespace = "sim.nodepool.dev/cluster-namespace"
+	LabelClusterName      = "sim.nodepool.dev/cluster-name"
+)
+
 // AnnotationUpdateStarted on a Node is when the sim's node agent started
 // the in-place update it is working on (RFC3339 with nanoseconds): the
 // update delay counts from it. The agent removes it when the update is done,
