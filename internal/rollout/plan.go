@@ -44,7 +44,7 @@ func Decide(in Input) Plan {
 		p.UserData = append(p.UserData, UserDataAction{UserData: target, TokenName: tokenName, Create: !exists})
 		p.MachineDeployment = &MachineDeploymentTarget{DataSecretName: target.Name, Version: target.Version, TemplateName: target.TemplateName, TemplateKind: target.TemplateKind}
 	}
-	planOlderTokens(in, d.Target, stored, &p)
+	planOlderTokens(in, d, stored, &p)
 	repointMissingPayloads(in, &p)
 	planDrift(in, drift.pending, &p)
 	p.CarriedDrift = drift.carried
@@ -195,8 +195,13 @@ func pendingTarget(in Input) *UserData {
 // planOlderTokens keeps the tokens of older rollouts still used by machines
 // rotating, and their user-data carrying their current token. A token gone
 // from under machines that still use its user-data is made again, serving
-// the payload that rollout started with.
-func planOlderTokens(in Input, target *UserData, stored map[string]UserData, p *Plan) {
+// the payload that rollout started with. While the pool rolls back, the
+// failed rollout's token serves what the rollback boots: a machine of its
+// MachineSet repaired or deleted before Cluster API has scaled that
+// MachineSet down is made again, and must not boot the payload that
+// failed (seed 1348).
+func planOlderTokens(in Input, d Decision, stored map[string]UserData, p *Plan) {
+	target := d.Target
 	for _, name := range sortedKeys(in.UserData) {
 		ud := in.UserData[name]
 		if (target != nil && name == target.Name) || !in.Referenced[name] {
@@ -206,6 +211,9 @@ func planOlderTokens(in Input, target *UserData, stored map[string]UserData, p *
 		serves := ud.PayloadHash
 		if t, ok := in.Tokens[tokenName]; ok {
 			serves = t.PayloadHash
+		}
+		if f := d.RollbackFrom; f != nil && f.Name == name && d.TokenPayload != "" {
+			serves = d.TokenPayload
 		}
 		if serves != "" {
 			planToken(in, tokenName, ud.RolloutHash, serves, p)

@@ -626,3 +626,36 @@ func TestScenarioThePolicyAppliesTheDriftARolledBackRolloutCarried(t *testing.T)
 		t.Errorf("the pool never rolled back\n%s", w.Trace())
 	}
 }
+
+// Seed 1348: while the pool rolls back, a machine of the failed rollout's
+// MachineSet is deleted (a MachineHealthCheck repair, a person) before
+// Cluster API has scaled that MachineSet down. The MachineSet makes its
+// replacement through the failed rollout's token, which served the
+// payload that failed. While the pool rolls back, that token serves what
+// the rollback boots.
+func TestScenarioAMachineTheFailedRolloutsSetMakesDuringARollbackBootsTheRollbacksPayload(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 10*time.Minute, 30*time.Minute, nodepoolv1.FailurePolicyRollback)
+	}})
+	badConfig(w, "c2", 20*time.Minute)
+	w.After(time.Minute, "owner edits the config to c2 (bad after 20m, after the canary's soak)", func(*World) { p.Inputs.Config = "c2" })
+	deleted := ""
+	w.Done = func(w *World) bool {
+		if r := lastRecord(p); deleted != "" || r.Initiator != rollout.InitiatorRollback || r.Outcome != OutcomeInProgress {
+			return false
+		}
+		if on := bootedConfig(p, "c2"); len(on) > 0 {
+			deleted = on[0]
+			w.After(0, "a person deletes "+deleted+", of the failed rollout", func(*World) { p.DeleteMachine(deleted) })
+		}
+		return false
+	}
+	run(t, w, 4*time.Hour)
+	if deleted == "" {
+		t.Fatalf("no machine of the failed rollout was left while the pool rolled back\n%s", w.Trace())
+	}
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
+	}
+}

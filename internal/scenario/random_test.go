@@ -184,6 +184,7 @@ var soakSeeds = []int64{
 	3282, // a person resumed a health halt and the rollout went on with its payload (the invariant's mistake)
 	4686, // an InPlace pool halted with one sick and one updating node
 	507,  // a rollback during an earlier restart returns to the restart's MachineSet, not the oldest of that template
+	1348, // a repaired machine of the failed rollout's MachineSet, made during the rollback, booted the failed payload
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {
