@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -131,32 +132,44 @@ func revisionOf(ms *clusterv1.MachineSet) int64 {
 }
 
 // restoreSets writes the MachineDeployment's template values of the
-// restored fields back on each edited MachineSet, conditional on the
-// version read (a conflict: the next reconcile finds it again). Cluster
-// API then takes it for the pool's MachineSet again: among those made
-// from the template it keeps the one with the most machines.
+// restored fields back on each edited MachineSet, each on the condition
+// that it still holds the value read (a JSON patch test: Cluster API's own
+// writes of the MachineSet meanwhile, its replicas and annotations, do
+// not make the restore fail; a newer edit of the field does, and the next
+// reconcile finds it). Cluster API then takes it for the pool's
+// MachineSet again: among those made from the template it keeps the one
+// with the most machines.
 func (r *Reconciler) restoreSets(ctx context.Context, rc *poolReconcile) error {
 	if rc.w == nil || rc.w.MachineDeployment == nil {
 		return nil
 	}
 	want := rc.w.MachineDeployment.Spec.Template.Spec
 	for _, s := range rc.w.setRestores {
-		before := s.set.DeepCopy()
-		got := &s.set.Spec.Template.Spec
+		got := s.set.Spec.Template.Spec
+		var ops []map[string]any
+		op := func(path string, was, to any) {
+			ops = append(ops, map[string]any{"op": "test", "path": path, "value": was}, map[string]any{"op": "replace", "path": path, "value": to})
+		}
 		for _, f := range s.fields {
 			switch f {
 			case "spec.template.spec.version":
-				got.Version = want.Version
+				op("/spec/template/spec/version", got.Version, want.Version)
 			case "spec.template.spec.bootstrap":
-				got.Bootstrap = want.Bootstrap
+				op("/spec/template/spec/bootstrap", got.Bootstrap, want.Bootstrap)
 			case "spec.template.spec.infrastructureRef":
-				got.InfrastructureRef = want.InfrastructureRef
+				op("/spec/template/spec/infrastructureRef", got.InfrastructureRef, want.InfrastructureRef)
 			case "spec.template.spec.failureDomain":
-				got.FailureDomain = want.FailureDomain
+				op("/spec/template/spec/failureDomain", got.FailureDomain, want.FailureDomain)
 			}
 		}
-		s.set.ManagedFields = nil
-		if err := r.Client.Patch(ctx, s.set, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		if len(ops) == 0 {
+			continue
+		}
+		patch, err := json.Marshal(ops)
+		if err != nil {
+			return err
+		}
+		if err := r.Client.Patch(ctx, s.set, client.RawPatch(types.JSONPatchType, patch)); client.IgnoreNotFound(err) != nil && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
 			return fmt.Errorf("restoring the template of MachineSet %s: %w", s.set.Name, err)
 		}
 	}

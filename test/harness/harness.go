@@ -44,6 +44,10 @@ type Options struct {
 // CAPIUserAgent is the user agent of the Cluster API controllers' requests.
 const CAPIUserAgent = "cluster-api-controllers"
 
+// ClusterAPIUser is the ServiceAccount Cluster API's controllers run as
+// once `clusterctl init` installed them; the harness runs them as it.
+const ClusterAPIUser = "system:serviceaccount:capi-system:capi-manager"
+
 // Env is a running control plane.
 type Env struct {
 	// Config reaches the API server as an administrator.
@@ -123,6 +127,9 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 		}
 		capiCfg := rest.CopyConfig(cfg)
 		capiCfg.UserAgent = CAPIUserAgent
+		// As the ServiceAccount `clusterctl init` runs them as, which the
+		// shipped admission policies let write what a pool owns.
+		capiCfg.Impersonate = rest.ImpersonationConfig{UserName: ClusterAPIUser, Groups: []string{"system:masters", "system:authenticated"}}
 		mgr, err := capi.NewManager(e.ctx, capiCfg, capi.Options{Scheme: scheme, Concurrency: 4})
 		if err != nil {
 			_ = e.Stop()

@@ -90,10 +90,16 @@ func machineSetsOf(t *testing.T, p *nodepoolv1.NodePool) []clusterv1.MachineSet 
 // external, the field manager and time from managedFields), emits a
 // Warning event, says it in status.rollout.external, and writes the
 // MachineDeployment's template values back on the MachineSet, which Cluster
-// API then keeps as the pool's: its machines are kept.
+// API then keeps as the pool's: its machines are kept. The pool replaces
+// OnDelete, so Cluster API replaces no machine by itself meanwhile: under
+// RollingUpdate the restore races Cluster API's replacement, which on a
+// loaded machine can finish (new machines ready, the edited MachineSet
+// deleted) within seconds, before the controller has looked.
 func TestAnExternalEditOfThePoolsMachineSetIsRecordedAndReverted(t *testing.T) {
 	ctx := context.Background()
-	p := st.NewPool(t, "workers", 2)
+	p := st.NewPoolWith(t, "workers", 2, func(_ string, p *nodepoolv1.NodePool) {
+		p.Spec.Management.Replace.Strategy = nodepoolv1.ReplaceStrategyOnDelete
+	})
 	before := st.WaitForPool(t, p, stack.RolloutTimeout, "2 ready nodes", stack.PoolSettled(2))
 	records := len(st.HistoryOf(t, p))
 	version := machineDeploymentOf(t, p).Spec.Template.Spec.Version

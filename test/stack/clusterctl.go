@@ -21,6 +21,8 @@ import (
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
+
+	"nodepool.dev/nodepool/test/harness"
 )
 
 // The core provider clusterctl records for Cluster API: its name and
@@ -30,7 +32,7 @@ const (
 	ClusterAPINamespace = "capi-system"
 	// ClusterAPIUser is the ServiceAccount Cluster API's controllers run as
 	// once `clusterctl init` installed them.
-	ClusterAPIUser = "system:serviceaccount:" + ClusterAPINamespace + ":capi-manager"
+	ClusterAPIUser = harness.ClusterAPIUser
 )
 
 // Clusterctl is an offline clusterctl setup: a configuration file whose
