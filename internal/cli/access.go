@@ -115,7 +115,7 @@ func missingWords(missing []permission) string {
 // not read the controller's inputs is shown.
 func publishedPlan(pool *nodepoolv1.NodePool) rollout.Plan {
 	d := rollout.Decision{Replicas: pool.Status.DesiredReplicas, Standing: rollout.StandingOf(pool.Status.Rollout)}
-	return rollout.Plan{Decision: d, CarriedDrift: d.Standing.CarriedDrift}
+	return rollout.Plan{Decision: d}
 }
 
 // limitedError is a command's answer when it cannot show what it shows

@@ -216,7 +216,7 @@ func statusOf(pool *nodepoolv1.NodePool, plan rollout.Plan, now time.Time) Rollo
 	}
 	d := plan.Decision
 	st.Desired = d.Replicas
-	for _, r := range plan.CarriedDrift {
+	for _, r := range d.Standing.CarriedDrift {
 		st.Carries = append(st.Carries, r.Component)
 	}
 	windowStatus(&st, d)

@@ -47,7 +47,6 @@ func Decide(in Input) Plan {
 	planOlderTokens(in, d, stored, &p)
 	repointMissingPayloads(in, &p)
 	planDrift(in, drift.pending, &p)
-	p.CarriedDrift = drift.carried
 	planForce(tin, d, &p)
 	if o.started && !recreated(in, d.Target) {
 		p.Record = ownerRecord(in, currentTarget(in), d.Target)
@@ -72,6 +71,7 @@ func Decide(in Input) Plan {
 	requeueHealth(in, d, &p)
 	requeueDrain(in, d.Drain, &p)            // drain.go
 	p.Decision.Standing = standingOf(in, &p) // standing.go
+	p.Decision.Standing.CarriedDrift = drift.carried
 	return p
 }
 

@@ -125,8 +125,9 @@ type Standing struct {
 	// known), NextReason why (the Next* constants).
 	Next       time.Time
 	NextReason string
-	// CarriedDrift is the platform drift the rollout in progress applies
-	// (Plan.CarriedDrift).
+	// CarriedDrift is the platform drift the rollout in progress applies,
+	// measured against what the machines run (status.rollout.carriedDrift,
+	// drift.go): its age survives a rollout that ends without applying it.
 	CarriedDrift []nodepoolv1.PendingManagementChange
 }
 
@@ -138,7 +139,7 @@ func fixWaiting(in Input, d Decision) bool {
 
 func standingOf(in Input, p *Plan) Standing {
 	d := p.Decision
-	s := Standing{Boots: d.TokenPayload, Hold: waiting(d, p), CarriedDrift: p.CarriedDrift}
+	s := Standing{Boots: d.TokenPayload, Hold: waiting(d, p)}
 	md := in.MachineDeployment
 	var replicas, upToDate, ready int32
 	observed := false // Cluster API has seen the machines' spec and reports on it alone

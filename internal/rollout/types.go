@@ -173,15 +173,11 @@ type Plan struct {
 	// Annotations are the pool annotations to set.
 	Annotations map[string]string
 	// Status fields and conditions the controller writes.
-	Version  string
-	Updating string
-	Pending  []nodepoolv1.PendingManagementChange
-	// CarriedDrift is the platform drift the rollout in progress applies,
-	// measured against what the machines run (status.rollout.carriedDrift):
-	// its age survives a rollout that ends without applying it.
-	CarriedDrift []nodepoolv1.PendingManagementChange
-	Nodes        []nodepoolv1.NodePayloadCount
-	Conditions   []metav1.Condition
+	Version    string
+	Updating   string
+	Pending    []nodepoolv1.PendingManagementChange
+	Nodes      []nodepoolv1.NodePayloadCount
+	Conditions []metav1.Condition
 	// Events to emit on the pool.
 	Events []Event
 	// Delete lists Secret names no object references any more, past the

@@ -672,8 +672,9 @@ func (p *Pool) trackDrift(in rollout.Input) {
 	}
 }
 
-// olderThanRolloutAfter reports whether m's MachineSet was created before
-// the MachineDeployment's rollout.after (Cluster API replaces it).
+// olderThanRolloutAfter reports whether m's MachineSet (m itself when the
+// set is gone) was created before the MachineDeployment's rollout.after
+// (Cluster API replaces it).
 func (p *Pool) olderThanRolloutAfter(m *Machine) bool {
 	if p.MD == nil || p.MD.RolloutAfter == nil {
 		return false
@@ -692,13 +693,5 @@ func (p *Pool) olderThanRolloutAfter(m *Machine) bool {
 // replacing a machine a repair or a person deleted during a forced
 // rollout (it scales new machines on the newest MachineSet only).
 func (p *Pool) oldSetReplacement(m *Machine) bool {
-	if p.MD == nil || p.MD.RolloutAfter == nil || m.Created.Before(*p.MD.RolloutAfter) {
-		return false
-	}
-	for _, ms := range p.MD.Sets {
-		if ms.Name == m.Set {
-			return ms.Created.Before(*p.MD.RolloutAfter)
-		}
-	}
-	return false
+	return p.olderThanRolloutAfter(m) && !m.Created.Before(*p.MD.RolloutAfter)
 }
