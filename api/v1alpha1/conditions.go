@@ -133,16 +133,18 @@ const (
 	AnnotationCurrentRolloutConfig = "nodepool.dev/current-rollout-config"
 	// AnnotationCurrentPayload records the payload hash pinned for the nodes.
 	AnnotationCurrentPayload = "nodepool.dev/current-payload"
-	// AnnotationHalted records a halted health-gated rollout on the pool:
+	// AnnotationHalted on the current rollout's record (its
+	// ControllerRevision) records that the health gate halted that rollout:
 	// "<rollout hash>/<payload hash>/<machine>", the rollout that failed,
 	// the payload it failed on and the machine that failed first. While the
-	// pool's target is that rollout no further machine is replaced, and new
-	// and replacement machines boot the last healthy payload, even once the
-	// failed machine is gone. A change of the pool's configuration (a new
-	// rollout hash) supersedes it; removing it (`kubectl nodepool rollout
-	// resume`) resumes the rollout.
+	// rollout lasts no further machine is replaced, and new and replacement
+	// machines boot the last healthy payload, even once the failed machine
+	// is gone. It ends with its rollout: a new rollout (an owner change,
+	// even the same change applied again) starts clean. A resume request
+	// (AnnotationResume) ends it. The record keys are the annotation names
+	// an older nodepool wrote on the pool; the controller moves those.
 	AnnotationHalted = "nodepool.dev/halted"
-	// AnnotationForcedFrom records, when a forced rollout starts,
+	// AnnotationForcedFrom on a forced rollout's record holds
 	// "<rollout hash>/<payload hash>/<forced payload hash>": the payload
 	// the rollout's token served before the force, which a halted forced
 	// rollout returns new machines to (its payload Secret is kept
@@ -156,11 +158,20 @@ const (
 	// RFC3339 time; every machine created before it is replaced once
 	// (`kubectl nodepool rollout apply-pending` sets it to now).
 	AnnotationApplyPending = "nodepool.dev/apply-pending-at"
-	// AnnotationRolledBack on a pool holds the rollout hash the health gate
-	// rolled back: while the pool's inputs still render to it, the engine
-	// keeps the previous revision. Any other owner change supersedes it;
-	// removing the annotation retries the same configuration.
+	// AnnotationRolledBack on the current rollout's record holds the
+	// rollout hash the health gate rolled back: while the pool's inputs
+	// still render to it, the engine keeps the previous revision, and the
+	// forced rollouts that follow (whose records carry it on) boot that
+	// revision, never the payload that failed. Any other owner change
+	// supersedes it.
 	AnnotationRolledBack = "nodepool.dev/rolled-back"
+	// AnnotationResume on a NodePool asks the controller to resume the
+	// halted rollout whose revision it names (`kubectl nodepool rollout
+	// resume` sets it to status.rollout.revision): its health halt ends
+	// and a drain halt is excused. The controller removes the request once
+	// carried out; a request naming a rollout that is no longer the
+	// current one resumes nothing.
+	AnnotationResume = "nodepool.dev/resume"
 	// LabelPool names the pool (its name) an object belongs to.
 	LabelPool = "nodepool.dev/pool"
 	// LabelPayload is the node label carrying a prefix of the payload hash
@@ -199,11 +210,11 @@ const (
 	ReasonInvalidMaintenanceSettings = "InvalidMaintenanceSettings"
 )
 
-// AnnotationDrainHalted records a rollout halted by a drain (the pool's
-// spec.management.drain.onTimeout is Halt): "<rollout hash>/<machine>".
-// It holds while the pool's target is that rollout; a change of the
-// pool's configuration supersedes it, and removing it (`kubectl nodepool
-// rollout resume`) resumes the rollout.
+// AnnotationDrainHalted on the current rollout's record records that a
+// drain halted that rollout (the pool's spec.management.drain.onTimeout is
+// Halt): "<rollout hash>/<machine>", with "/resumed" once a resume request
+// excused the drain. It ends with its rollout, or when no rollout is in
+// progress and the drain is over.
 const AnnotationDrainHalted = "nodepool.dev/drain-halted"
 
 // ReasonDrainHalted: a node did not drain within

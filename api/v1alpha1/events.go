@@ -9,6 +9,12 @@ const (
 	// EventRolloutForced: a forced rollout (restart, apply-pending,
 	// managementUpdates: Rollout) starts.
 	EventRolloutForced = "RolloutForced"
+	// EventRolloutResumed: a resume request (AnnotationResume) ended the
+	// current rollout's halt.
+	EventRolloutResumed = "RolloutResumed"
+	// EventResumeIgnored: a resume request named a rollout that is not the
+	// current one (it ended since), or no revision: nothing was resumed.
+	EventResumeIgnored = "ResumeIgnored"
 	// EventRolloutDeferred: a rollout waits for the pool's pause to end.
 	EventRolloutDeferred = "RolloutDeferred"
 	// EventRolloutComplete: every machine runs the target.

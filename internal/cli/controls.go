@@ -131,10 +131,13 @@ func newResumeCommand(o *Options) *cobra.Command {
 		Short: "End the pause or the health halt of a pool",
 		Long: `Resume a paused NodePool: clear spec.management.pausedUntil. A rollout the
 pause held (an owner change, a restart, apply-pending) starts now. It also
-resumes a rollout the health gate halted (removes the nodepool.dev/halted
-annotation): delete the failed machine first, as a machine whose gate failed
-halts the rollout again. Resuming a pool that is neither paused nor halted
-changes nothing.`,
+resumes the current rollout when the health gate or a drain halted it
+(status.rollout.phase Halted): it asks the controller, with the annotation
+` + nodepoolv1.AnnotationResume + `=<revision>, to end the halt of that rollout
+(status.rollout.revision) and no other; the controller removes the request
+once carried out. Delete the failed machine first, as a machine whose gate
+failed halts the rollout again. Resuming a pool that is neither paused nor
+halted changes nothing.`,
 		Example: `  kubectl nodepool rollout resume workers`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -144,7 +147,7 @@ changes nothing.`,
 				return err
 			}
 			if len(rollout.Resume(pool.DeepCopy())) == 0 {
-				return o.done(pool, "%s is not paused\n", poolRef(pool))
+				return o.done(pool, "%s is neither paused nor halted\n", poolRef(pool))
 			}
 			var ended []string
 			if err := patchPool(ctx, c, pool, "spec.management.pausedUntil", func(p *nodepoolv1.NodePool) {
@@ -152,8 +155,12 @@ changes nothing.`,
 			}); err != nil {
 				return err
 			}
-			if slices.Contains(ended, "health halt") {
-				return o.done(pool, "%s resumed (%s): the halted rollout goes on\n", poolRef(pool), strings.Join(ended, ", "))
+			if slices.Contains(ended, "health halt") || slices.Contains(ended, "drain halt") {
+				rev := int64(0)
+				if pool.Status.Rollout != nil {
+					rev = pool.Status.Rollout.Revision
+				}
+				return o.done(pool, "%s resumed (%s): the controller ends the halt of revision %d and its rollout goes on\n", poolRef(pool), strings.Join(ended, ", "), rev)
 			}
 			return o.done(pool, "%s resumed\n", poolRef(pool))
 		},

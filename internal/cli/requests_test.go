@@ -17,29 +17,26 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
 
-// `rollout resume` removes and rewrites annotations the controller and
-// other people write too (the halts). Its patch is conditional on the
-// pool it read: a halt written between its read and its patch (here a
-// drain halt of another machine) makes the patch conflict, and resume
-// reads the pool again and resumes what the pool says now. Without the
-// condition the patch would write the old halt's value, marked resumed,
-// over the newer one.
-func TestResumeKeepsANewerHaltWrittenBetweenItsReadAndItsPatch(t *testing.T) {
+// `rollout resume` asks the controller to resume the rollout the person
+// saw halted: the request names its revision (status.rollout.revision).
+// A request another person wrote between its read and its patch (a resume
+// of an older revision) is replaced by the one for the rollout now halted.
+func TestResumeAsksForTheRevisionItSawHalted(t *testing.T) {
 	ctx := context.Background()
-	const older, newer = "team-a/workers-abc/m1", "team-a/workers-abc/m2"
-	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "workers", Annotations: map[string]string{
-		nodepoolv1.AnnotationDrainHalted: older}}}
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "workers"}}
+	pool.Status.Rollout = &nodepoolv1.RolloutStanding{Phase: nodepoolv1.RolloutPhaseHalted, Revision: 3}
+	pool.Status.Conditions = []metav1.Condition{{Type: nodepoolv1.ConditionRolloutHealthy, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonDrainHalted}}
 	patches := 0
 	var c client.Client
-	c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(pool).WithInterceptorFuncs(interceptor.Funcs{
+	c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(pool).WithStatusSubresource(pool).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, w client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			patches++
-			if patches == 1 { // the controller halts again, on another machine
+			if patches == 1 { // another person's resume, of an older revision
 				now := &nodepoolv1.NodePool{}
 				if err := w.Get(ctx, client.ObjectKeyFromObject(obj), now); err != nil {
 					return err
 				}
-				now.Annotations[nodepoolv1.AnnotationDrainHalted] = newer
+				now.Annotations = map[string]string{nodepoolv1.AnnotationResume: "2"}
 				if err := w.Update(ctx, now); err != nil {
 					return err
 				}
@@ -60,10 +57,10 @@ func TestResumeKeepsANewerHaltWrittenBetweenItsReadAndItsPatch(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil {
 		t.Fatal(err)
 	}
-	if v := got.Annotations[nodepoolv1.AnnotationDrainHalted]; !strings.HasPrefix(v, newer) {
-		t.Errorf("after resume the pool's drain halt is %q, want the newer halt %q kept (resumed): the patch overwrote a value it did not read", v, newer)
+	if v := got.Annotations[nodepoolv1.AnnotationResume]; v != "3" {
+		t.Errorf("after resume the request is %q, want revision 3, the rollout status.rollout names", v)
 	}
-	if patches != 2 {
-		t.Errorf("%d patches, want 2 (one conflict, one after reading the pool again)", patches)
+	if !strings.Contains(out.String(), "drain halt") || !strings.Contains(out.String(), "revision 3") {
+		t.Errorf("resume said %q, want the drain halt of revision 3 named", out.String())
 	}
 }

@@ -25,7 +25,7 @@ import (
 // limit was lowered).
 func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePool, in *inputs.Inputs, plan rollout.Plan) error {
 	limit := history.Limit(pool, r.Settings.HistoryLimit)
-	if plan.Record == nil && plan.Finish == "" && !overLimit(pool, limit) {
+	if plan.Record == nil && plan.Finish == "" && len(plan.RecordState) == 0 && !overLimit(pool, limit) {
 		return nil
 	}
 	list := &appsv1.ControllerRevisionList{}
@@ -65,7 +65,8 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 	}
 	if plan.Record != nil {
 		if last := lastRollout(owned); last != nil && sameRollout(last, plan.Record) {
-			return nil // recorded already, by a reconcile that did not get to start it
+			// Recorded already, by a reconcile that did not get to start it.
+			return r.writeRecordState(ctx, pool, last, plan.RecordState) // record_state.go
 		}
 	}
 	if plan.Finish != "" {
@@ -74,6 +75,9 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		}
 	}
 	if plan.Record == nil {
+		if err := r.writeRecordState(ctx, pool, lastRollout(owned), plan.RecordState); err != nil {
+			return err
+		}
 		return r.prune(ctx, &owned, limit)
 	}
 	// Numbers go on from the highest any revision of the pool's label
@@ -103,6 +107,11 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		if cr, err = history.New(pool.Namespace, pool.Name, e); err != nil {
 			return err
 		}
+		for k, v := range plan.RecordState { // a new rollout's record starts with what the plan keeps on it
+			if v != "" {
+				cr.Annotations[k] = v
+			}
+		}
 		if err := controllerutil.SetControllerReference(pool, cr, r.Client.Scheme()); err != nil {
 			return err
 		}
@@ -116,6 +125,7 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		e.Revision++ // the name is taken by an object without the pool's label
 	}
 	observeRolloutStarted(pool, e.Initiator)
+	r.records.wrote(pool, cr)
 	owned = append(owned, *cr)
 	return r.prune(ctx, &owned, limit)
 }
@@ -138,6 +148,7 @@ func (r *Reconciler) prune(ctx context.Context, owned *[]appsv1.ControllerRevisi
 // pool may hold more records than its limit: more than the limit and one
 // in progress, or more than the limit while no rollout is under way.
 func overLimit(pool *nodepoolv1.NodePool, limit int) bool {
+	limit = max(limit, 1) // the current rollout's record is kept (history.Prunable)
 	n := len(pool.Status.Revisions)
 	return n > limit+1 || (n > limit && pool.Status.Updating == "")
 }

@@ -45,20 +45,21 @@ func TestAPoolKeepsItsRevisionHistoryLimitOfFinishedRollouts(t *testing.T) {
 	if got := kept(); !slices.Equal(got, []int64{3, 4, 5}) {
 		t.Fatalf("with a limit of 2: revisions %v kept, want [3 4 5]", got)
 	}
-	// A lower limit applies when a rollout finishes...
-	pool.Spec.Management.RevisionHistoryLimit = ptr.To[int32](1)
+	// The limit applies when a rollout finishes...
 	if err := r.recordHistory(ctx, pool, nil, rollout.Plan{Finish: rollout.OutcomeComplete, FinishedAt: t0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if got := kept(); !slices.Equal(got, []int64{5}) || len(pool.Status.Revisions) != 1 {
-		t.Fatalf("with a limit of 1 once the rollout completed: revisions %v kept, status lists %v", got, pool.Status.Revisions)
+	if got := kept(); !slices.Equal(got, []int64{4, 5}) || len(pool.Status.Revisions) != 2 {
+		t.Fatalf("with a limit of 2 once the rollout completed: revisions %v kept, status lists %v", got, pool.Status.Revisions)
 	}
-	// ... and on an idle pool without one.
+	// ... and a lower one on an idle pool; the current rollout's record
+	// is kept whatever the limit (it keeps what the engine knows about
+	// that rollout).
 	pool.Spec.Management.RevisionHistoryLimit = ptr.To[int32](0)
 	if err := r.recordHistory(ctx, pool, nil, rollout.Plan{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := kept(); len(got) != 0 || len(pool.Status.Revisions) != 0 {
-		t.Fatalf("with a limit of 0 on an idle pool: revisions %v kept, status lists %v", got, pool.Status.Revisions)
+	if got := kept(); !slices.Equal(got, []int64{5}) || len(pool.Status.Revisions) != 1 {
+		t.Fatalf("with a limit of 0 on an idle pool: revisions %v kept, status lists %v; want the current record [5]", got, pool.Status.Revisions)
 	}
 }

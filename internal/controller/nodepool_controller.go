@@ -64,6 +64,9 @@ type Reconciler struct {
 	// payloads decodes payload Secrets once (payloadmemo.go); nil decodes
 	// at every reconcile.
 	payloads *payloadMemo
+	// records are the versions of the pools' current records the
+	// controller last wrote (record_state.go).
+	records recordVersions
 	// refusals are the payload Secret versions ("<uid>/<resourceVersion>")
 	// refused and reported already (payload_trust.go); nil reports each
 	// refusal at every reconcile.
@@ -145,7 +148,7 @@ func (r *Reconciler) announced(pool *nodepoolv1.NodePool, e rollout.Event) bool 
 // a rollout that starts, apply. Whatever happens, the pool is patched once
 // at the end (a deferred patch): a phase that fails says so on
 // ReconciliationActive, with its reason and message.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	if !r.Settings.Shard.Owns(req.Namespace) {
 		return ctrl.Result{}, nil // another shard's pool (shard.go)
 	}
@@ -186,6 +189,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			retErr = nil
 			return
 		}
+		if errors.Is(retErr, errStaleRecords) {
+			// Read an old record (record_state.go): nothing is written.
+			retErr, res = nil, ctrl.Result{RequeueAfter: staleRecordsRetry}
+			return
+		}
 		// The pool's mirrors (mirror.go) follow what exists, whatever the
 		// reconcile decided or failed to do.
 		var deleted []string
@@ -224,7 +232,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			if isConflict(err) {
 				rc.stage = stageConflict
 			}
-			observeReconcileError(pool, rc.stage)
+			if !errors.Is(err, errStalePool) && !errors.Is(err, errStaleRecords) {
+				observeReconcileError(pool, rc.stage)
+			}
 			return ctrl.Result{}, err
 		}
 	}

@@ -42,6 +42,9 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	if err != nil {
 		return nil, err
 	}
+	if err := r.records.check(pool, o.Records); err != nil { // record_state.go
+		return nil, err
+	}
 	r.reportRefusals(pool, o.Refused) // payload_trust.go
 	w := &world{Objects: *o}
 	if err := r.trustTokens(ctx, pool, w, in); err != nil { // token_trust.go

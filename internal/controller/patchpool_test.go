@@ -53,9 +53,7 @@ func TestThePoolPatchNeverOverwritesAPersonsNewerRequest(t *testing.T) {
 		name, key, was, persons string
 		controller              string // "" removes
 	}{
-		{"a resume of a drain halt the reconcile clears", nodepoolv1.AnnotationDrainHalted, "r1/m1", "r1/m1/resumed", ""},
-		{"a resume of a drain halt the reconcile rewrites", nodepoolv1.AnnotationDrainHalted, "r1/m1", "r1/m1/resumed", "r1/m2"},
-		{"a newer health halt record", nodepoolv1.AnnotationHalted, "r1/p1/m1", "r2/p2/m2", ""},
+		{"a newer resume request the reconcile clears", nodepoolv1.AnnotationResume, "3", "4", ""},
 		{"a newer apply-pending", nodepoolv1.AnnotationApplyPending, "2026-12-05T10:00:00Z", "2026-12-05T11:00:00Z", ""},
 		{"a newer outside-windows reason", nodepoolv1.AnnotationOutsideWindowsReason, "outage", "second outage", ""},
 	} {

@@ -19,11 +19,17 @@ func Limit(pool *nodepoolv1.NodePool, fallback int) int {
 
 // Prunable returns the records to delete, oldest first, so that at most
 // limit finished ones remain among records (sorted oldest first): the
-// oldest finished ones. A rollout in progress is never pruned. A negative
-// limit prunes nothing.
+// oldest finished ones. A rollout in progress is never pruned, nor the
+// current rollout's record (Current), which keeps what the engine knows
+// about it (a rollback that holds) even once finished. A negative limit
+// prunes nothing.
 func Prunable(records []appsv1.ControllerRevision, limit int) []appsv1.ControllerRevision {
 	if limit < 0 {
 		return nil
+	}
+	cur := Current(records)
+	keep := func(cr *appsv1.ControllerRevision) bool {
+		return cr.Annotations[AnnotationOutcome] == OutcomeInProgress || cur != nil && cur.Revision == cr.Revision
 	}
 	finished := 0
 	for i := range records {
@@ -36,7 +42,7 @@ func Prunable(records []appsv1.ControllerRevision, limit int) []appsv1.Controlle
 		if finished <= limit {
 			break
 		}
-		if records[i].Annotations[AnnotationOutcome] != OutcomeInProgress {
+		if !keep(&records[i]) {
 			out = append(out, records[i])
 			finished--
 		}

@@ -35,6 +35,9 @@ func TestThePrunedRecordsAreTheOldestFinishedBeyondTheLimit(t *testing.T) {
 		// A rollout in progress is never pruned, however old.
 		{records(running, done, done), 1, []int64{2}},
 		{records(running), 0, nil},
+		// Nor the current rollout's record, finished or not: it keeps
+		// what the engine knows about it.
+		{records(done, done), 0, []int64{1}},
 		{records(done, done), -1, nil}, // no limit read: nothing pruned
 	} {
 		var got []int64

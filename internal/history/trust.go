@@ -78,3 +78,16 @@ func References(crs []appsv1.ControllerRevision) []nodepoolv1.RevisionReference 
 	}
 	return out
 }
+
+// Current is the pool's current rollout among its records (sorted oldest
+// first): the newest that records a rollout of the controller's, not an
+// external change (finished when written); nil when there is none. The
+// engine keeps what it knows about that rollout on its annotations.
+func Current(records []appsv1.ControllerRevision) *appsv1.ControllerRevision {
+	for i := len(records) - 1; i >= 0; i-- {
+		if !IsExternalOutcome(records[i].Annotations[AnnotationOutcome]) {
+			return &records[i]
+		}
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -15,7 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/history/listing"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/inputs/gather"
 	"nodepool.dev/nodepool/internal/payload"
@@ -70,6 +71,9 @@ type Objects struct {
 	// pool's (no controller reference to it), as "Kind name": they are
 	// never read as the pool's, patched or deleted.
 	Conflicts []string
+	// Records are the pool's rollout records (history.Records), oldest
+	// first.
+	Records []appsv1.ControllerRevision
 	// Refused are the payload Secrets of the pool's labels that are not
 	// used (secrets.CheckPayloadName, secrets.DecodePayload), with why.
 	Refused []Refusal
@@ -220,16 +224,34 @@ func ReadWith(ctx context.Context, c client.Reader, pool *nodepoolv1.NodePool, i
 	if o.InPlaceSet != nil {
 		in.MachineDeployment, in.InPlace = SummarizeInPlace(pool, o.InPlaceSet, mList.Items)
 	}
+	crList := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, crList, ns, client.MatchingLabels{nodepoolv1.LabelPool: pool.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pool's history: %w", err)
+	}
+	o.Records = history.Records(pool, crList.Items)
+	in.Current = CurrentRollout(o.Records)
 	if pool.Spec.Management.Maintenance != nil {
-		// Whether a rollout fits its maintenance window: a guess, so a
-		// failed read only leaves it out.
-		if past, err := listing.RecentRollouts(ctx, c, pool); err != nil {
-			log.V(1).Info("rollout durations not read", "reason", err.Error())
-		} else {
-			in.RecentRollouts = past
-		}
+		// Whether a rollout fits its maintenance window.
+		in.RecentRollouts = history.Rollouts(o.Records, history.RecentLimit)
 	}
 	return o, nil
+}
+
+// CurrentRollout is the engine's view of the pool's current rollout
+// record (history.Current) among records: its revision and what the
+// engine keeps on it (rollout.RecordKeys); nil when there is none.
+func CurrentRollout(records []appsv1.ControllerRevision) *rollout.CurrentRollout {
+	cr := history.Current(records)
+	if cr == nil {
+		return nil
+	}
+	cur := &rollout.CurrentRollout{Revision: cr.Revision, State: map[string]string{}}
+	for _, k := range rollout.RecordKeys {
+		if v, ok := cr.Annotations[k]; ok && v != "" {
+			cur.State[k] = v
+		}
+	}
+	return cur
 }
 
 // ownedSet reports whether a MachineSet is the pool's: controlled by the

@@ -94,9 +94,9 @@ func decideDrain(in Input, target *UserData) *DrainState {
 		ds.Halt = nil
 		return ds
 	}
-	recorded := annotation(in.Pool, nodepoolv1.AnnotationDrainHalted)
-	held, machine, _ := strings.Cut(strings.TrimSuffix(recorded, drainResumed), "/")
-	if held == target.RolloutHash && strings.HasSuffix(recorded, drainResumed) {
+	onRecord := recorded(in, nodepoolv1.AnnotationDrainHalted)
+	held, machine, _ := strings.Cut(strings.TrimSuffix(onRecord, drainResumed), "/")
+	if held == target.RolloutHash && strings.HasSuffix(onRecord, drainResumed) {
 		// Resumed: that machine's drain halts nothing any more; another
 		// blocked drain may.
 		ds.Halt = nil
@@ -146,16 +146,16 @@ func inPlaceUpToDate(in Input, m InPlaceMachine, target *UserData) bool {
 // recorded and not resumed: it holds the forced rollouts of that target
 // as a health-gate halt does, until a resume or an owner change.
 func drainHaltHolds(in Input, target *UserData) bool {
-	recorded := annotation(in.Pool, nodepoolv1.AnnotationDrainHalted)
-	if target == nil || recorded == "" || strings.HasSuffix(recorded, drainResumed) {
+	onRecord := recorded(in, nodepoolv1.AnnotationDrainHalted)
+	if target == nil || onRecord == "" || strings.HasSuffix(onRecord, drainResumed) {
 		return false
 	}
-	held, _, _ := strings.Cut(recorded, "/")
+	held, _, _ := strings.Cut(onRecord, "/")
 	return held == target.RolloutHash
 }
 
 // planDrain reports the drains (status.drains), warns once when a drain
-// is blocked, and carries out a drain halt: recorded on the pool,
+// is blocked, and carries out a drain halt: kept on the rollout's record,
 // RolloutHealthy False (as a failed health gate says it, so a fleet
 // rollout counts the pool failed) and the MachineDeployment paused so
 // Cluster API takes no further machine down; InPlace pools stop in
@@ -187,7 +187,7 @@ func planDrain(in Input, ds *DrainState, p *Plan) {
 		return
 	}
 	if ds.record != "" {
-		p.Annotations[nodepoolv1.AnnotationDrainHalted] = ds.record
+		p.record(nodepoolv1.AnnotationDrainHalted, ds.record)
 	}
 	msg := haltMessage(*ds.Halt, ds.Policy)
 	c := metav1.Condition{Type: nodepoolv1.ConditionRolloutHealthy, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonDrainHalted, Message: msg}

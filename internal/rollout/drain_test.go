@@ -112,8 +112,8 @@ func TestADrainPastItsTimeoutIsBlockedAndHaltsOnlyWithHalt(t *testing.T) {
 			if tc.event == "" && len(events) > 0 || tc.event != "" && (len(events) != 1 || !strings.Contains(events[0], tc.event)) {
 				t.Errorf("DrainBlocked events = %q, want %q", events, tc.event)
 			}
-			if (ds.Halt != nil) != tc.halt || p.MachineDeployment.Paused != tc.halt || p.Annotations[nodepoolv1.AnnotationDrainHalted] != tc.record {
-				t.Errorf("halt = %+v, paused %v, recorded %q; want halt %v, record %q", ds.Halt, p.MachineDeployment.Paused, p.Annotations[nodepoolv1.AnnotationDrainHalted], tc.halt, tc.record)
+			if (ds.Halt != nil) != tc.halt || p.MachineDeployment.Paused != tc.halt || p.RecordState[nodepoolv1.AnnotationDrainHalted] != tc.record {
+				t.Errorf("halt = %+v, paused %v, recorded %q; want halt %v, record %q", ds.Halt, p.MachineDeployment.Paused, p.RecordState[nodepoolv1.AnnotationDrainHalted], tc.halt, tc.record)
 			}
 			halted := false
 			for _, c := range p.Conditions {

@@ -7,42 +7,41 @@ import (
 )
 
 // A halt or a rollback is a fact about one rollout and ends with it. The
-// pool records them (AnnotationHalted, AnnotationDrainHalted,
-// AnnotationRolledBack) keyed by the rollout's hash; once the pool's
-// target is another rollout, the record says nothing about the pool any
-// more, and it must not hold a later rollout of the same change (an undo,
-// then the change applied again, is a new rollout that starts clean). A
-// drain halt also ends when no rollout is in progress: a drain then
-// belongs to no rollout (a scale-down, a repair, a person's delete) and
-// never halts or pauses the pool: the drain halt of a rollout with no old
-// machine left and whose halted drain is over ends.
+// rollout's record keeps them (AnnotationHalted, AnnotationDrainHalted,
+// AnnotationRolledBack; record.go), and a new rollout starts a new record.
+// Their values name the rollout's hash too: a record whose rollout the
+// pool's target no longer is (the owner changed the pool while it was
+// current) says nothing about the pool any more. A drain halt also ends
+// when no rollout is in progress: a drain then belongs to no rollout (a
+// scale-down, a repair, a person's delete) and never halts or pauses the
+// pool: the drain halt of a rollout with no old machine left and whose
+// halted drain is over ends.
 
-// endRecords clears the pool's records of halts and rollbacks whose
-// rollout ended (an empty value removes the annotation). Nothing is
-// cleared while the inputs cannot be rendered: what they ask for is not
-// known.
+// endRecords clears what the current record keeps about halts and
+// rollbacks that ended. Nothing is cleared while the inputs cannot be
+// rendered: what they ask for is not known.
 func endRecords(in Input, d Decision, p *Plan) {
 	if in.RenderErr != nil || in.Latest == nil || d.Target == nil {
 		return
 	}
 	target := d.Target.RolloutHash
 	clear := func(key string) {
-		if _, set := p.Annotations[key]; !set && annotation(in.Pool, key) != "" {
-			p.Annotations[key] = ""
+		if _, set := p.recordedValue(key); !set && recorded(in, key) != "" {
+			p.record(key, "")
 		}
 	}
-	if v := annotation(in.Pool, nodepoolv1.AnnotationHalted); v != "" {
+	if v := recorded(in, nodepoolv1.AnnotationHalted); v != "" {
 		if r, _, _ := strings.Cut(v, "/"); r != target {
 			clear(nodepoolv1.AnnotationHalted)
 		}
 	}
-	if v := annotation(in.Pool, nodepoolv1.AnnotationDrainHalted); v != "" {
+	if v := recorded(in, nodepoolv1.AnnotationDrainHalted); v != "" {
 		r, machine, _ := strings.Cut(strings.TrimSuffix(v, drainResumed), "/")
 		if r != target || !rolling(in, d) && !draining(in, machine) {
 			clear(nodepoolv1.AnnotationDrainHalted)
 		}
 	}
-	if v := annotation(in.Pool, nodepoolv1.AnnotationRolledBack); v != "" && v != in.Hashes.Rollout {
+	if v := recorded(in, nodepoolv1.AnnotationRolledBack); v != "" && v != in.Hashes.Rollout {
 		clear(nodepoolv1.AnnotationRolledBack)
 	}
 }

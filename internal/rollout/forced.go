@@ -157,7 +157,7 @@ func planForce(in Input, d Decision, p *Plan) {
 				before = h
 			}
 		}
-		p.Annotations[nodepoolv1.AnnotationForcedFrom] = d.Target.RolloutHash + "/" + before + "/" + in.Latest.Hash
+		p.record(nodepoolv1.AnnotationForcedFrom, d.Target.RolloutHash+"/"+before+"/"+in.Latest.Hash)
 	}
 	var changed []string
 	if running, ok := in.Payloads[d.Target.PayloadHash]; ok {

@@ -241,7 +241,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		if inProgress {
 			h.Phase, h.Reason = HealthRollingBack, nodepoolv1.ReasonRollingBack
 		}
-		h.Machine = annotation(in.Pool, nodepoolv1.AnnotationRolledBack)
+		h.Machine = recorded(in, nodepoolv1.AnnotationRolledBack)
 	case h.Machine != "":
 		h.Phase = HealthHalted
 		if s.Policy == nodepoolv1.FailurePolicyRollback && held == nil && running != nil && target != nil && running.Name != target.Name {
@@ -282,7 +282,7 @@ func (m MachineHealth) setCreated() time.Time {
 // rollbackHolds reports whether the pool's inputs still render to the
 // rollout the health gate rolled back.
 func rollbackHolds(in Input) bool {
-	v := annotation(in.Pool, nodepoolv1.AnnotationRolledBack)
+	v := recorded(in, nodepoolv1.AnnotationRolledBack)
 	return v != "" && in.Latest != nil && in.Hashes.Rollout == v
 }
 
@@ -391,11 +391,11 @@ func planHealth(in Input, d Decision, p *Plan) {
 		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: c.Reason, Message: c.Message})
 	}
 	if h.record != "" {
-		p.Annotations[nodepoolv1.AnnotationHalted] = h.record
+		p.record(nodepoolv1.AnnotationHalted, h.record)
 	}
 	holdSurge(in, h, p)
 	if h.RollbackTo != "" {
-		p.Annotations[nodepoolv1.AnnotationRolledBack] = in.Hashes.Rollout
+		p.record(nodepoolv1.AnnotationRolledBack, in.Hashes.Rollout)
 		p.Finish, p.FinishedAt = OutcomeFailed, in.Now
 	}
 }

@@ -47,6 +47,7 @@ func TestAForcedInPlaceRolloutIsHealthGated(t *testing.T) {
 	before := in.Latest.Hash
 	bumpProxyImage(w)
 	in = relatest(t, in, w)
+	in.Current = &CurrentRollout{Revision: 2} // the rollout's record keeps its state
 	tokenName := secrets.TokenSecretName(in.Pool.Name, in.Hashes.Rollout)
 	tok := in.Tokens[tokenName]
 	tok.PayloadHash = in.Latest.Hash
@@ -78,8 +79,8 @@ func TestAForcedInPlaceRolloutIsHealthGated(t *testing.T) {
 	if p.Decision.TokenPayload != before {
 		t.Errorf("while halted new nodes get %s, want the last healthy payload %s", p.Decision.TokenPayload, before)
 	}
-	if !strings.HasPrefix(p.Annotations[nodepoolv1.AnnotationHalted], in.Hashes.Rollout+"/") {
-		t.Errorf("halted annotation %q, want the rollout recorded", p.Annotations[nodepoolv1.AnnotationHalted])
+	if !strings.HasPrefix(p.RecordState[nodepoolv1.AnnotationHalted], in.Hashes.Rollout+"/") {
+		t.Errorf("halted annotation %q, want the rollout recorded", p.RecordState[nodepoolv1.AnnotationHalted])
 	}
 }
 
@@ -153,6 +154,7 @@ func TestAHaltOutlivesTheFailedMachine(t *testing.T) {
 		t.Fatal("fixture: the rollout must change the payload")
 	}
 	in.Now = t0.Add(10 * time.Minute)
+	in.Current = &CurrentRollout{Revision: 2} // the rollout's record keeps its state
 	oldV := in.UserData[oldUD].Version
 	in.Machines = []MachineHealth{onOld("a", oldUD, oldV), onOld("b", oldUD, oldV), onOld("c", oldUD, oldV),
 		{Name: "n1", UserData: newUD.Name, Version: newUD.Version, Created: t0.Add(time.Minute), Node: "n1", Signal: "Ready=False",
@@ -161,7 +163,7 @@ func TestAHaltOutlivesTheFailedMachine(t *testing.T) {
 	if p.Decision.Health.Phase != HealthHalted {
 		t.Fatalf("phase %s, want Halted", p.Decision.Health.Phase)
 	}
-	halted := p.Annotations[nodepoolv1.AnnotationHalted]
+	halted := p.RecordState[nodepoolv1.AnnotationHalted]
 	if want := newUD.RolloutHash + "/" + started.PayloadHash + "/n1"; halted != want {
 		t.Fatalf("halted annotation %q, want %q", halted, want)
 	}
@@ -221,13 +223,14 @@ func TestAFailedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	before := in.Latest.Hash
 	bumpProxyImage(w)
 	in = relatest(t, in, w)
+	in.Current = &CurrentRollout{Revision: 2} // the rollout's record keeps its state
 	at := t0.Add(-time.Minute)
 	in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = at.Format(time.RFC3339)
 	p := Decide(in)
 	if p.Decision.Action != ActionForce {
 		t.Fatalf("action %s, want Force", p.Decision.Action)
 	}
-	if got, want := p.Annotations[nodepoolv1.AnnotationForcedFrom], in.Hashes.Rollout+"/"+before+"/"+in.Latest.Hash; got != want {
+	if got, want := p.RecordState[nodepoolv1.AnnotationForcedFrom], in.Hashes.Rollout+"/"+before+"/"+in.Latest.Hash; got != want {
 		t.Fatalf("forced-from annotation %q, want %q", got, want)
 	}
 	if md := p.MachineDeployment; md.MaxSurge == nil || *md.MaxSurge != intstr.FromInt32(1) {
@@ -235,7 +238,7 @@ func TestAFailedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	}
 	// The controller applied it; Cluster API made a machine that never
 	// gets a healthy node.
-	in.Pool.Annotations[nodepoolv1.AnnotationForcedFrom] = p.Annotations[nodepoolv1.AnnotationForcedFrom]
+	in.Pool.Annotations[nodepoolv1.AnnotationForcedFrom] = p.RecordState[nodepoolv1.AnnotationForcedFrom]
 	tok := targetToken(t, p)
 	in.Tokens[tok.Name] = Token{Name: tok.Name, RolloutHash: tok.RolloutHash, PayloadHash: tok.PayloadHash, RotatedAt: t0, Created: t0}
 	in.Payloads[in.Latest.Hash] = in.Latest
@@ -255,7 +258,7 @@ func TestAFailedForcedRolloutBootsTheLastHealthyPayload(t *testing.T) {
 	if p.Decision.TokenPayload != before || targetToken(t, p).PayloadHash != before {
 		t.Errorf("a failed forced rollout's new machines boot %s, want the payload before the force %s", p.Decision.TokenPayload, before)
 	}
-	if p.Annotations[nodepoolv1.AnnotationHalted] == "" {
+	if p.RecordState[nodepoolv1.AnnotationHalted] == "" {
 		t.Error("the halt is not recorded")
 	}
 	for _, name := range p.Delete {

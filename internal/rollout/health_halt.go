@@ -31,7 +31,7 @@ func (h halt) value() string {
 // haltHolds returns the halt recorded for target's rollout, nil when there
 // is none (or it is about another rollout).
 func haltHolds(in Input, target *UserData) *halt {
-	v := annotation(in.Pool, nodepoolv1.AnnotationHalted)
+	v := recorded(in, nodepoolv1.AnnotationHalted)
 	if target == nil || v == "" {
 		return nil
 	}
@@ -68,7 +68,7 @@ func forcedFrom(in Input, target *UserData) string {
 // the one the forced rollout boots ("" when not recorded: an older
 // nodepool wrote only the first).
 func forcedPayloads(in Input, target *UserData) (from, to string) {
-	parts := strings.SplitN(annotation(in.Pool, nodepoolv1.AnnotationForcedFrom), "/", 3)
+	parts := strings.SplitN(recorded(in, nodepoolv1.AnnotationForcedFrom), "/", 3)
 	if len(parts) < 2 || target == nil || parts[0] != target.RolloutHash {
 		return "", ""
 	}

@@ -24,7 +24,7 @@ func decideInPlaceHealth(in Input, d Decision, running *UserData) *HealthState {
 	h := &HealthState{Settings: *poolmath.Health(spec, d.Replicas)}
 	target := d.Target
 	if rollbackHolds(in) {
-		h.Phase, h.Reason, h.Machine = HealthRolledBack, nodepoolv1.ReasonRolloutHalted, annotation(in.Pool, nodepoolv1.AnnotationRolledBack)
+		h.Phase, h.Reason, h.Machine = HealthRolledBack, nodepoolv1.ReasonRolloutHalted, recorded(in, nodepoolv1.AnnotationRolledBack)
 		if d.InProgress {
 			h.Phase, h.Reason = HealthRollingBack, nodepoolv1.ReasonRollingBack
 		}

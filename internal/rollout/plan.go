@@ -17,6 +17,7 @@ import (
 // input, and none rewrites what another planned.
 func Decide(in Input) Plan {
 	p := Plan{Annotations: map[string]string{}}
+	in = resumeRequested(in, &p) // record.go
 	stored := in.UserData
 	in = restoreUserData(in, &p)
 	in = rolledBackLatest(in) // health.go
@@ -65,6 +66,9 @@ func Decide(in Input) Plan {
 	planHealth(in, d, &p)
 	planDrain(in, d.Drain, &p) // after the health gate: a drain halt says RolloutHealthy
 	endRecords(in, d, &p)      // ended.go
+	moveOlderRecords(in, &p)   // record.go
+	carryOn(in, &p)
+	keepWithoutRecord(in, &p)
 	planBootstrapData(in, &p)
 	planCleanup(in, d.Target, running, &p)
 	planRequeue(in, &p)

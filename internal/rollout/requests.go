@@ -7,8 +7,7 @@ import (
 // RequestAnnotations are the pool annotations a person writes (with
 // `kubectl nodepool rollout apply-pending|restart --outside-windows|resume`,
 // or by hand) that the controller, the fleet rollout controller and the
-// plugin also remove or rewrite: the requests, and the halts a resume ends
-// or marks. A write decides on the pool as it read it; a newer value
+// plugin also remove or rewrite. A write decides on the pool as it read it; a newer value
 // written since must survive, so a patch that removes or rewrites one of
 // them is conditional on the version read (RewritesRequest).
 var RequestAnnotations = []string{
@@ -16,9 +15,7 @@ var RequestAnnotations = []string{
 	nodepoolv1.AnnotationFleetRollout,
 	nodepoolv1.AnnotationOutsideWindowsAt,
 	nodepoolv1.AnnotationOutsideWindowsReason,
-	nodepoolv1.AnnotationHalted,
-	nodepoolv1.AnnotationDrainHalted,
-	nodepoolv1.AnnotationRolledBack,
+	nodepoolv1.AnnotationResume,
 }
 
 // RewritesRequest reports whether going from before to after removes or

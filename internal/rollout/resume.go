@@ -1,30 +1,43 @@
 package rollout
 
 import (
-	"strings"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
 
 // Resume is what `kubectl nodepool rollout resume` asks of a pool: its pause
-// ends and a halted health-gated rollout goes on (the recorded halt is
-// removed). It changes the pool in place and returns what it ended, nothing
-// when the pool was neither paused nor halted.
+// ends, and, when the pool's current rollout is halted (its health gate or a
+// drain, as status.rollout says), a resume request names that rollout
+// (AnnotationResume, its revision), which the controller carries out on
+// the rollout's record (record.go). It changes the pool in place and
+// returns what it ends, nothing when the pool is neither paused nor halted.
 func Resume(p *nodepoolv1.NodePool) []string {
 	var ended []string
 	if v := p.Spec.Management.PausedUntil; v != "" && v != "false" {
 		p.Spec.Management.PausedUntil = ""
 		ended = append(ended, "pause")
 	}
-	if _, ok := p.Annotations[nodepoolv1.AnnotationHalted]; ok {
-		delete(p.Annotations, nodepoolv1.AnnotationHalted)
-		ended = append(ended, "health halt")
+	r := p.Status.Rollout
+	if r == nil || r.Revision == 0 {
+		return ended
 	}
-	if v, ok := p.Annotations[nodepoolv1.AnnotationDrainHalted]; ok && !strings.HasSuffix(v, drainResumed) {
-		// Kept, marked resumed: the drain that halted it is excused, so it
-		// does not halt the rollout again at once (drain.go).
-		p.Annotations[nodepoolv1.AnnotationDrainHalted] = v + drainResumed
-		ended = append(ended, "drain halt")
+	if r.Phase != nodepoolv1.RolloutPhaseHalted {
+		return ended
 	}
-	return ended
+	halt := "health halt"
+	if c := meta.FindStatusCondition(p.Status.Conditions, nodepoolv1.ConditionRolloutHealthy); c != nil && c.Reason == nodepoolv1.ReasonDrainHalted {
+		halt = "drain halt"
+	}
+	want := strconv.FormatInt(r.Revision, 10)
+	if p.Annotations[nodepoolv1.AnnotationResume] == want {
+		return ended // asked already
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[nodepoolv1.AnnotationResume] = want
+	return append(ended, halt)
 }

@@ -65,6 +65,18 @@ type Input struct {
 	// PodDisruptionBudgets, read from the workload cluster by `plan` for a
 	// rollout it predicts (drain_predict.go); nil in the controller.
 	DrainPods *DrainPods
+	// Current is the pool's current rollout as its record says (the
+	// newest record of the pool's history that is a rollout of the
+	// controller's, not an outside change); nil when the pool has none.
+	Current *CurrentRollout
+}
+
+// CurrentRollout is the pool's current rollout record: its revision and
+// what the engine keeps on it while the rollout lasts (record.go).
+type CurrentRollout struct {
+	Revision int64
+	// State holds the record's keys of RecordKeys, by key.
+	State map[string]string
 }
 
 // Settings are the controller's tunables the engine needs.
@@ -170,8 +182,12 @@ type Plan struct {
 	// MachineDeployment is the template target; nil leaves the template as
 	// it is (replicas, labels and taints are applied from the spec anyway).
 	MachineDeployment *MachineDeploymentTarget
-	// Annotations are the pool annotations to set.
+	// Annotations are the pool annotations to set ("" removes one).
 	Annotations map[string]string
+	// RecordState is what to write on the current rollout's record (the
+	// one Record starts, when set): a value sets a key of RecordKeys, ""
+	// removes it (record.go).
+	RecordState map[string]string
 	// Status fields and conditions the controller writes.
 	Version    string
 	Updating   string

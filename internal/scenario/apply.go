@@ -100,6 +100,7 @@ func (p *Pool) apply(in rollout.Input, plan rollout.Plan) {
 	for k, v := range plan.Annotations {
 		p.setAnnotation(k, v)
 	}
+	p.writeRecordState(plan)
 	p.writeStatus(in, plan)
 }
 
@@ -126,6 +127,33 @@ func (p *Pool) writeStatus(in rollout.Input, plan rollout.Plan) {
 		c.ObservedGeneration = p.Obj.Generation
 		c.LastTransitionTime = metav1.NewTime(p.w.Now)
 		meta.SetStatusCondition(&st.Conditions, c)
+	}
+}
+
+// writeRecordState mirrors the controller's: what the engine keeps on the
+// current rollout (the newest record, the one the plan started included),
+// on the pool's annotations while it has no record.
+func (p *Pool) writeRecordState(plan rollout.Plan) {
+	if len(plan.RecordState) == 0 {
+		return
+	}
+	n := len(p.History)
+	if n == 0 {
+		for k, v := range plan.RecordState {
+			p.setAnnotation(k, v)
+		}
+		return
+	}
+	r := &p.History[n-1]
+	if r.State == nil {
+		r.State = map[string]string{}
+	}
+	for k, v := range plan.RecordState {
+		if v == "" {
+			delete(r.State, k)
+			continue
+		}
+		r.State[k] = v
 	}
 }
 

@@ -87,5 +87,5 @@ func (p *Pool) UnblockDrains() { p.DrainBlocked = false }
 
 // drainHalted reports whether the pool's rollout is halted on a drain.
 func (p *Pool) drainHalted() bool {
-	return p.Obj.Annotations[nodepoolv1.AnnotationDrainHalted] != ""
+	return p.Recorded(nodepoolv1.AnnotationDrainHalted) != "" || p.Obj.Annotations[nodepoolv1.AnnotationDrainHalted] != ""
 }

@@ -91,8 +91,8 @@ func TestScenarioHaltStopsACanaryRolloutOnABlockedDrainAndAResumeLetsItFinish(t 
 	w.After(time.Minute, "owner edits the config", func(*World) { p.Inputs.Config = "c2" })
 	run(t, w, 4*time.Hour)
 	c := p.Condition(nodepoolv1.ConditionRolloutHealthy)
-	if c == nil || c.Reason != nodepoolv1.ReasonDrainHalted || !strings.Contains(c.Message, GuardedBudget) || p.Annotation(nodepoolv1.AnnotationDrainHalted) == "" || !p.MD.Paused {
-		t.Fatalf("RolloutHealthy %+v, halt %q, paused %v: want halted on the drain\n%s", c, p.Annotation(nodepoolv1.AnnotationDrainHalted), p.MD.Paused, w.Trace())
+	if c == nil || c.Reason != nodepoolv1.ReasonDrainHalted || !strings.Contains(c.Message, GuardedBudget) || p.Recorded(nodepoolv1.AnnotationDrainHalted) == "" || !p.MD.Paused {
+		t.Fatalf("RolloutHealthy %+v, halt %q, paused %v: want halted on the drain\n%s", c, p.Recorded(nodepoolv1.AnnotationDrainHalted), p.MD.Paused, w.Trace())
 	}
 	if len(p.Draining) != 1 || len(p.Machines) != 3 {
 		t.Errorf("%d draining, %d machines: want the halt to keep the blocked old node and take down no other\n%s", len(p.Draining), len(p.Machines), w.Trace())

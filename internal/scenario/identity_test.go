@@ -110,7 +110,7 @@ func TestScenarioTheSameChangeAppliedAgainStartsClean(t *testing.T) {
 	if got := onPayloads(p)[latestHash(p)]; got != 3 {
 		t.Errorf("%d of 3 machines on c2 applied again, want all\n%s", got, w.Trace())
 	}
-	if v := p.Annotation(nodepoolv1.AnnotationHalted); v != "" {
+	if v := p.Recorded(nodepoolv1.AnnotationHalted) + p.Annotation(nodepoolv1.AnnotationHalted); v != "" {
 		t.Errorf("the ended halt is still recorded: %s", v)
 	}
 }
@@ -153,7 +153,7 @@ func TestScenarioADrainOutsideARolloutNeverHaltsThePool(t *testing.T) {
 	if d := during.Decision.Drain; d != nil && d.Halt != nil {
 		t.Errorf("a scale-down's drain halts the pool: %+v\n%s", d.Halt, w.Trace())
 	}
-	if v := p.Annotation(nodepoolv1.AnnotationDrainHalted); v != "" {
+	if v := p.Recorded(nodepoolv1.AnnotationDrainHalted) + p.Annotation(nodepoolv1.AnnotationDrainHalted); v != "" {
 		t.Errorf("a drain halt is recorded for no rollout: %s", v)
 	}
 	if n := len(p.Machines); n != 4 {
@@ -258,7 +258,7 @@ func TestScenarioAnOlderForcedFromKeepsAHaltedPoolHalted(t *testing.T) {
 	if p.Phase() != rollout.HealthHalted {
 		t.Fatalf("phase %q, want Halted\n%s", p.Phase(), w.Trace())
 	}
-	v := p.Annotation(nodepoolv1.AnnotationForcedFrom)
+	v := p.Recorded(nodepoolv1.AnnotationForcedFrom)
 	parts := strings.Split(v, "/")
 	if len(parts) != 3 {
 		t.Fatalf("forced-from %q, want <rollout>/<before>/<forced>", v)
@@ -268,6 +268,7 @@ func TestScenarioAnOlderForcedFromKeepsAHaltedPoolHalted(t *testing.T) {
 		machines[m.Name] = true
 	}
 	w.After(time.Minute, "nodepool upgrades: the record is as an older one wrote it; the controller restarts", func(w *World) {
+		p.AsAnOlderNodepoolWroteIt()
 		p.setAnnotation(nodepoolv1.AnnotationForcedFrom, parts[0]+"/"+parts[1])
 		w.Restart()
 	})

@@ -92,6 +92,7 @@ var Invariants = []Check{
 	{"AHaltedPoolBootsTheLastHealthyPayload", AHaltedPoolBootsTheLastHealthyPayload},
 	{"NothingBootsAFailedPayloadOutsideItsOwnRollout", NothingBootsAFailedPayloadOutsideItsOwnRollout},
 	{"NoHaltOrPauseWithoutARollout", NoHaltOrPauseWithoutARollout},
+	{"EveryHaltBelongsToTheCurrentRollout", EveryHaltBelongsToTheCurrentRollout},
 	{"APersonsLaterRequestWins", APersonsLaterRequestWins},
 	{"DriftPastItsDeadlineIsAppliedInTheWindow", DriftPastItsDeadlineIsAppliedInTheWindow},
 	{"TheDecisionSaysWhatHappens", TheDecisionSaysWhatHappens},
@@ -471,6 +472,40 @@ func NoHaltOrPauseWithoutARollout(c *Context) error {
 	}
 	if p.MD != nil && p.MD.Paused {
 		return fmt.Errorf("the MachineDeployment is paused with no rollout in progress")
+	}
+	return nil
+}
+
+// EveryHaltBelongsToTheCurrentRollout: what the engine keeps about a
+// rollout is on the current rollout's record, never on the pool once it
+// has a record, and a halt or a drain halt kept there is a halt of that
+// rollout (a rollback's record: of the rollout it rolled back, or its
+// own). A halted pool's halt is on its current record.
+func EveryHaltBelongsToTheCurrentRollout(c *Context) error {
+	p := c.P
+	n := len(p.History)
+	if n == 0 {
+		return nil
+	}
+	for _, k := range rollout.RecordKeys {
+		if v := p.Annotation(k); v != "" {
+			return fmt.Errorf("the pool's annotation %s=%q: a rollout's state belongs on its record", k, v)
+		}
+	}
+	cur := p.History[n-1]
+	for _, k := range []string{nodepoolv1.AnnotationHalted, nodepoolv1.AnnotationDrainHalted} {
+		v := cur.State[k]
+		if v == "" {
+			continue
+		}
+		of, _, _ := strings.Cut(v, "/")
+		if of != cur.RolloutHash && (cur.Initiator != rollout.InitiatorRollback || of != cur.RollbackOf) {
+			return fmt.Errorf("revision %d (%s, rollout %s) keeps %s=%q, a halt of another rollout", cur.Revision, cur.Initiator, Short(cur.RolloutHash), k, v)
+		}
+	}
+	if h := c.Plan.Decision.Health; h != nil && h.Phase == rollout.HealthHalted && c.In.RenderErr == nil &&
+		cur.State[nodepoolv1.AnnotationHalted] == "" && cur.State[nodepoolv1.AnnotationDrainHalted] == "" {
+		return fmt.Errorf("halted (%s), but revision %d keeps no halt", h.Machine, cur.Revision)
 	}
 	return nil
 }

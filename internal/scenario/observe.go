@@ -25,7 +25,7 @@ func (p *Pool) Observe() rollout.Input {
 	now := p.w.Now
 	pool := p.Obj.DeepCopy()
 	latest, hashes := p.Latest()
-	in := rollout.Input{Pool: pool, Now: now, Latest: latest, Hashes: hashes, TemplateName: TemplateName, Settings: p.w.Settings}
+	in := rollout.Input{Pool: pool, Now: now, Latest: latest, Hashes: hashes, TemplateName: TemplateName, Settings: p.w.Settings, Current: p.current()}
 	in.UserData = make(map[string]rollout.UserData, len(p.UserData))
 	for k, v := range p.UserData {
 		in.UserData[k] = v

@@ -221,6 +221,9 @@ type Record struct {
 	rollout.Record
 	Outcome   string
 	Completed *time.Time
+	// State is what the engine keeps on the record (rollout.RecordKeys),
+	// as the ControllerRevision's annotations hold it.
+	State map[string]string
 }
 
 // HasNode reports whether the machine's node has registered.
@@ -342,6 +345,43 @@ func (p *Pool) LastPlan() *rollout.Plan { return p.lastPlan }
 
 // Annotation is a pool annotation ("" when unset).
 func (p *Pool) Annotation(k string) string { return p.Obj.Annotations[k] }
+
+// Recorded is what the pool's current rollout record keeps under k
+// (rollout.RecordKeys), "" when it has no record.
+func (p *Pool) Recorded(k string) string {
+	if n := len(p.History); n > 0 {
+		return p.History[n-1].State[k]
+	}
+	return ""
+}
+
+// AsAnOlderNodepoolWroteIt moves what the current rollout's record keeps
+// (rollout.RecordKeys) onto the pool's annotations, where a nodepool
+// before rollout records kept it: the state an upgrade starts from.
+func (p *Pool) AsAnOlderNodepoolWroteIt() {
+	n := len(p.History)
+	if n == 0 {
+		return
+	}
+	for k, v := range p.History[n-1].State {
+		p.setAnnotation(k, v)
+	}
+	p.History[n-1].State = nil
+}
+
+// current is the engine's view of the pool's current rollout record.
+func (p *Pool) current() *rollout.CurrentRollout {
+	n := len(p.History)
+	if n == 0 {
+		return nil
+	}
+	r := p.History[n-1]
+	c := &rollout.CurrentRollout{Revision: r.Revision, State: map[string]string{}}
+	for k, v := range r.State {
+		c.State[k] = v
+	}
+	return c
+}
 
 func (p *Pool) setAnnotation(k, v string) {
 	if p.Obj.Annotations == nil {

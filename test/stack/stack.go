@@ -158,10 +158,23 @@ func (s *Stack) Stop() error {
 // RestartController stops the NodePool controller and starts it with new
 // settings (a nodepool upgrade, a restart mid-rollout).
 func (s *Stack) RestartController(settings controller.Settings) error {
+	return s.RestartControllerWith(settings, nil)
+}
+
+// RestartControllerWith stops the NodePool controller, runs between while
+// none runs (an upgrade's own steps: the objects as an older release left
+// them), and starts it again.
+func (s *Stack) RestartControllerWith(settings controller.Settings, between func() error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopController != nil {
 		s.stopController()
+		s.stopController = nil
+	}
+	if between != nil {
+		if err := between(); err != nil {
+			return err
+		}
 	}
 	stop, err := s.startController(settings)
 	s.stopController = stop
