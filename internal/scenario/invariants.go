@@ -52,6 +52,10 @@ type tracker struct {
 	// mdReplicas is the MachineDeployment's replicas after the last
 	// reconcile (0 before it exists).
 	mdReplicas int32
+	// forecast is the forecast of the pool's pending drift made when it
+	// last waited, nil when none is being checked
+	// (forecast_invariant.go).
+	forecast *forecastCheck
 }
 
 func (t *tracker) init() {

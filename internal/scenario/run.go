@@ -83,6 +83,7 @@ func (w *World) Step() error {
 		a := w.script[0]
 		w.script = w.script[1:]
 		w.Note("%s", a.What)
+		w.countAction(a.What) // forecast_invariant.go
 		a.Do(w)
 		for _, p := range w.pools {
 			p.watch = true

@@ -91,8 +91,12 @@ func New(start time.Time) *World {
 // payloads, its MachineDeployment (Replace) or MachineSet (InPlace) with
 // machines, its history, and the platform's inputs for it.
 type Pool struct {
-	w    *World
-	Name string
+	// actions counts the scripted actions run that name the pool or no
+	// pool (the platform's, a controller restart): a forecast is checked
+	// only while none ran (forecast_invariant.go).
+	actions int
+	w       *World
+	Name    string
 	// Obj is the NodePool: spec as the owner wrote it, annotations and
 	// status as the controller (and people) wrote them.
 	Obj *nodepoolv1.NodePool
