@@ -35,11 +35,17 @@ var errStaleRecords = errors.New("the cached rollout record is older than the on
 const staleRecordsRetry = time.Second
 
 // writtenRecord is the version of a pool's current record the controller
-// last wrote.
+// last wrote, and when.
 type writtenRecord struct {
 	revision        int64
 	resourceVersion string
+	at              time.Time
 }
+
+// staleRecordsLimit bounds how long a written record is waited for: a
+// cache that has not shown it by then never will (a person deleted the
+// record), and the pool is decided on what exists.
+const staleRecordsLimit = 30 * time.Second
 
 // recordVersions remembers, by pool UID, the record the controller last
 // wrote.
@@ -54,7 +60,7 @@ func (v *recordVersions) wrote(pool *nodepoolv1.NodePool, cr *appsv1.ControllerR
 	if v.written == nil {
 		v.written = map[types.UID]writtenRecord{}
 	}
-	v.written[pool.UID] = writtenRecord{revision: cr.Revision, resourceVersion: cr.ResourceVersion}
+	v.written[pool.UID] = writtenRecord{revision: cr.Revision, resourceVersion: cr.ResourceVersion, at: time.Now()}
 }
 
 // check fails with errStaleRecords when the cache's current record
@@ -68,6 +74,10 @@ func (v *recordVersions) check(pool *nodepoolv1.NodePool, records []appsv1.Contr
 		return nil
 	}
 	cur := history.Current(records)
+	if time.Since(w.at) > staleRecordsLimit {
+		delete(v.written, pool.UID)
+		return nil
+	}
 	switch {
 	case cur == nil || cur.Revision < w.revision:
 		staleDecisions.Inc()
