@@ -44,6 +44,7 @@ func TestTheForecastSaysWhenRandomPoolsApplyTheirDrift(t *testing.T) {
 // how long it runs.
 func forecastWorld(seed int64) (*World, time.Duration) {
 	w := Random(seed, RandomOptions{Pools: 3, Length: time.Hour, Health: true, Windows: true})
+	w.CheckForecasts = true
 	r := rand.New(rand.NewSource(seed))
 	at := w.Now.Add(time.Duration(1+r.Intn(12)) * time.Hour)
 	w.At(at, "platform bumps the proxy defaults to pd"+strconv.FormatInt(seed, 10), func(w *World) {

@@ -51,7 +51,6 @@ func TestRandomInterleavings(t *testing.T) {
 		list = append(list, rot...)
 	}
 	failed := runSeeds(list, runtime.GOMAXPROCS(0))
-	t.Logf("forecasts of pending drift checked: %s", ForecastCounts())
 	for _, f := range failed {
 		t.Errorf("seed %d: %v\n%s\nreplay: go test ./internal/scenario -run 'TestRandomSeed' -seed %d -v",
 			f.seed, f.err, f.trace, f.seed)

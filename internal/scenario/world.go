@@ -55,6 +55,9 @@ type World struct {
 	// StepLimit bounds the steps of a Run (a safety net, never reached
 	// by a model that waits for events).
 	StepLimit int
+	// CheckForecasts turns on the invariant
+	// TheForecastSaysWhenTheDriftIsApplied (forecast_invariant.go).
+	CheckForecasts bool
 	// Quiet keeps no trace and checks no invariant: a forecast's run,
 	// which the tests check against the traced, checked one.
 	Quiet bool
