@@ -114,6 +114,7 @@ func resumeRequested(in Input, p *Plan) Input {
 			Message: fmt.Sprintf("revision %d has no halt to resume", rev)})
 		return in
 	}
+	p.resumed = state
 	for k, v := range state {
 		p.record(k, v)
 	}
@@ -149,9 +150,16 @@ func moveOlderRecords(in Input, p *Plan) {
 // carryOn starts the state of the record a plan starts (Record): a new
 // rollout starts clean, but a rollback that still holds is carried on, so
 // that the forced rollouts after it boot the revision it returned to.
+// What a resume request wrote was for the rollout that ends (seed 3549:
+// its excused drain halt went on the undo's new record).
 func carryOn(in Input, p *Plan) {
 	if p.Record == nil {
 		return
+	}
+	for k, v := range p.resumed {
+		if p.RecordState[k] == v { // not written since for the new rollout
+			delete(p.RecordState, k)
+		}
 	}
 	if _, ok := p.recordedValue(nodepoolv1.AnnotationRolledBack); ok {
 		return

@@ -105,3 +105,21 @@ func TestAResumeRequestEndsTheHaltOfTheRolloutItNames(t *testing.T) {
 		t.Error("the input's record was changed in place")
 	}
 }
+
+// Seed 3549: a resume carried out in the reconcile that starts a new
+// rollout (the owner's undo, held by the pause the resume ended) excuses
+// the halt of the rollout that ends; the new rollout's record starts
+// without it.
+func TestAResumeInTheReconcileANewRolloutStartsStaysOnTheOldRecord(t *testing.T) {
+	in := Input{Pool: &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{nodepoolv1.AnnotationResume: "3"}}},
+		Current: &CurrentRollout{Revision: 3, State: map[string]string{nodepoolv1.AnnotationDrainHalted: "old/m1"}}}
+	p := Plan{Annotations: map[string]string{}}
+	in = resumeRequested(in, &p)
+	p.Record = &Record{Initiator: InitiatorSpec, RolloutHash: "new"}
+	moveOlderRecords(in, &p)
+	carryOn(in, &p)
+	keepWithoutRecord(in, &p)
+	if v, ok := p.RecordState[nodepoolv1.AnnotationDrainHalted]; ok && v != "" {
+		t.Errorf("the new rollout's record starts with the old rollout's drain halt %q", v)
+	}
+}

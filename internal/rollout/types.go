@@ -188,6 +188,9 @@ type Plan struct {
 	// one Record starts, when set): a value sets a key of RecordKeys, ""
 	// removes it (record.go).
 	RecordState map[string]string
+	// resumed is what a resume request wrote for the record that was
+	// current (record.go): it does not go on a record Record starts.
+	resumed map[string]string
 	// Status fields and conditions the controller writes.
 	Version    string
 	Updating   string

@@ -185,6 +185,7 @@ var soakSeeds = []int64{
 	4686, // an InPlace pool halted with one sick and one updating node
 	507,  // a rollback during an earlier restart returns to the restart's MachineSet, not the oldest of that template
 	1348, // a repaired machine of the failed rollout's MachineSet, made during the rollback, booted the failed payload
+	3549, // a resume carried out as the owner's undo started put the old rollout's drain halt on the undo's record
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {
