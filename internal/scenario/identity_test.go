@@ -34,17 +34,25 @@ func bootedConfig(p *Pool, config string) []string {
 // was rolled back to c1.
 func rolledBackPool(t *testing.T, w *World) *Pool {
 	t.Helper()
+	p := failedPool(t, w, nodepoolv1.FailurePolicyRollback, 2*time.Hour, rollout.HealthRolledBack)
+	if on := bootedConfig(p, "c2"); len(on) > 0 {
+		t.Fatalf("machines %v boot c2 after the rollback\n%s", on, w.Trace())
+	}
+	return p
+}
+
+// failedPool is a pool of 3 whose change to c2 (health-gated under
+// policy) failed its canary, in phase want after d.
+func failedPool(t *testing.T, w *World, policy nodepoolv1.FailurePolicy, d time.Duration, want rollout.HealthPhase) *Pool {
+	t.Helper()
 	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
-		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyRollback)
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, policy)
 	}})
 	badConfig(w, "c2", 10*time.Minute)
 	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
-	run(t, w, 2*time.Hour)
-	if p.Phase() != rollout.HealthRolledBack {
-		t.Fatalf("phase %q, want RolledBack\n%s", p.Phase(), w.Trace())
-	}
-	if on := bootedConfig(p, "c2"); len(on) > 0 {
-		t.Fatalf("machines %v boot c2 after the rollback\n%s", on, w.Trace())
+	run(t, w, d)
+	if p.Phase() != want {
+		t.Fatalf("phase %q, want %s\n%s", p.Phase(), want, w.Trace())
 	}
 	return p
 }

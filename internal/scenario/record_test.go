@@ -19,16 +19,7 @@ import (
 // halted (failurePolicy Halt).
 func haltedPool(t *testing.T, w *World) *Pool {
 	t.Helper()
-	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
-		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
-	}})
-	badConfig(w, "c2", 10*time.Minute)
-	w.After(time.Minute, "owner edits the config to c2 (bad after 10m)", func(*World) { p.Inputs.Config = "c2" })
-	run(t, w, time.Hour)
-	if p.Phase() != rollout.HealthHalted {
-		t.Fatalf("phase %q, want Halted\n%s", p.Phase(), w.Trace())
-	}
-	return p
+	return failedPool(t, w, nodepoolv1.FailurePolicyHalt, time.Hour, rollout.HealthHalted) // identity_test.go
 }
 
 // poolAnnotationsHoldNoState fails when any of the engine's record keys is
