@@ -207,7 +207,7 @@ NODEPOOL_BENCH_FLEETROLLOUT_POOLS ?= 300
 NODEPOOL_BENCH_SHARDS ?= 1,2,4
 
 .PHONY: bench
-bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100/1,000/10,000 pools, payload server throughput, 500 simulated machines to Running, the fleet in both shapes (table + bin/bench/summary.json), fleet.Decide and a FleetRollout reconcile at 300/1,000/3,000 pools, a fleet rollout (NODEPOOL_BENCH_FLEETROLLOUT_POOLS).
+bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100/1,000/10,000 pools, payload server throughput, 500 simulated machines to Running, the fleet in both shapes (table + bin/bench/summary.json), a NodePool's stored size and status patch cost, fleet.Decide and a FleetRollout reconcile at 300/1,000/3,000 pools, a fleet rollout (NODEPOOL_BENCH_FLEETROLLOUT_POOLS).
 	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
 	go test ./internal/scenario -run '^$$' -bench BenchmarkForecast -benchtime 1x -timeout 20m
 	go run ./hack/bench/payloadserver $(PAYLOAD_BENCHFLAGS)
@@ -217,6 +217,8 @@ bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100
 	NODEPOOL_BENCH_SHARDS="$(NODEPOOL_BENCH_SHARDS)" NODEPOOL_BENCH_SHAPES="$(NODEPOOL_BENCH_SHAPES)" \
 	NODEPOOL_BENCH_POOL_MACHINES="$(NODEPOOL_BENCH_POOL_MACHINES)" NODEPOOL_BENCH_OUT="$(BIN)/bench" \
 	go test ./test/bench -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 600m
+	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
+	go test ./test/bench -run '^$$' -bench BenchmarkNodePoolStatusPatch -benchtime 1x -timeout 30m
 	go test ./internal/fleet -run '^$$' -bench BenchmarkDecide -benchmem
 	go test ./internal/controller -run '^$$' -bench BenchmarkFleetRolloutReconcile -benchmem
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \

@@ -467,7 +467,12 @@ type InPlaceStrategy struct {
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
-// NodePoolStatus is what the controller observed and decided.
+// NodePoolStatus is what the controller observed and decided. Only the
+// controller writes it, so it is one field to the API server's field
+// manager (atomic): a status write records one managedFields entry for the
+// whole status, not one per field of every condition, which made up half
+// of a settled pool's stored size.
+// +structType=atomic
 type NodePoolStatus struct {
 	// observedGeneration is the generation of the spec last acted on.
 	// +optional

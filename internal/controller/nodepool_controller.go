@@ -372,7 +372,7 @@ func (r *Reconciler) finish(ctx context.Context, rc *poolReconcile, err error) {
 // says on ReconciliationActive whether the reconcile went through.
 func (r *Reconciler) writeStatus(pool *nodepoolv1.NodePool, rc *poolReconcile, err error) {
 	st := &pool.Status
-	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
+	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
 	if err != nil {
 		active.Status, active.Message = metav1.ConditionFalse, err.Error()
 		switch {

@@ -90,8 +90,7 @@ func tokenOfUserData(in Input, userData string) (Token, bool) {
 // the user-data the MachineDeployment references exists, and no Secret the
 // pool depends on is being deleted.
 func planBootstrapData(in Input, p *Plan) {
-	c := metav1.Condition{Type: nodepoolv1.ConditionBootstrapDataAvailable, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected,
-		Message: "every Secret the machines boot from is in place"}
+	c := metav1.Condition{Type: nodepoolv1.ConditionBootstrapDataAvailable, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
 	if md := in.MachineDeployment; md != nil && md.DataSecretName != "" {
 		if _, ok := in.UserData[md.DataSecretName]; !ok {
 			if _, ok := tokenOfUserData(in, md.DataSecretName); !ok {

@@ -108,8 +108,8 @@ func TestAnAutoscaledPoolAboveItsMaxWantsItsMax(t *testing.T) {
 	if p.Decision.Replicas != 3 {
 		t.Errorf("desired replicas %d, want 3 (the controller clamps into autoScaling)", p.Decision.Replicas)
 	}
-	if c := cond(p, nodepoolv1.ConditionAllMachinesReady); c.Message != "5 of 3 machines ready" {
-		t.Errorf("AllMachinesReady %q, want it counted against 3", c.Message)
+	if c := cond(p, nodepoolv1.ConditionReady); c.Message != "5 of 3 machines ready" {
+		t.Errorf("Ready %q, want it counted against 3", c.Message)
 	}
 }
 

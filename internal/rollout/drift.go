@@ -40,7 +40,6 @@ func planDrift(in Input, pending []nodepoolv1.PendingManagementChange, p *Plan) 
 	}
 	if len(p.Pending) == 0 {
 		cond.Status, cond.Reason = metav1.ConditionFalse, nodepoolv1.ReasonAsExpected
-		cond.Message = "the nodes run the latest platform components"
 		p.Conditions = append(p.Conditions, cond)
 		return
 	}

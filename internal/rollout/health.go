@@ -352,7 +352,7 @@ func planHealth(in Input, d Decision, p *Plan) {
 	c := metav1.Condition{Type: nodepoolv1.ConditionRolloutHealthy, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
 	switch h.Phase {
 	case HealthIdle:
-		c.Message = "no rollout is on trial"
+		// No message: the standing says no rollout is on trial.
 	case HealthCanary:
 		c.Message = fmt.Sprintf("canary: %d of %d canary machines passed their soak of %s", min(h.Passed, h.Settings.Canary), h.Settings.Canary, h.Settings.CanarySoak)
 		if held := holdScaleUp(in, d, p); held != "" {

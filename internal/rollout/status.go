@@ -101,8 +101,8 @@ func planStatus(in Input, d Decision, hold inPlaceHold, p *Plan) {
 }
 
 func planValidity(in Input, p *Plan) {
-	valid := metav1.Condition{Type: nodepoolv1.ConditionValidMachineConfig, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "every referenced config is valid"}
-	payloadOK := metav1.Condition{Type: nodepoolv1.ConditionValidGeneratedPayload, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the payload renders and validates"}
+	valid := metav1.Condition{Type: nodepoolv1.ConditionValidMachineConfig, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
+	payloadOK := metav1.Condition{Type: nodepoolv1.ConditionValidGeneratedPayload, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
 	if in.RenderErr != nil {
 		keep := "; running nodes keep running and new machines boot the payload the pool already serves"
 		var tooLarge *PayloadTooLargeError
@@ -136,7 +136,7 @@ func (e *PayloadTooLargeError) Error() string {
 }
 
 func updatingCondition(t string, updating bool, deferred string, msg string) metav1.Condition {
-	c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonAsExpected, Message: "no rollout in progress"}
+	c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: nodepoolv1.ReasonAsExpected}
 	switch {
 	case updating:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, nodepoolv1.ReasonRolloutInProgress, msg
@@ -182,8 +182,7 @@ func planReached(in Input, d Decision, p *Plan) {
 		Reason: nodepoolv1.ReasonIgnitionNotReached, Message: "no machine has fetched its payload from the payload server yet"}
 	for _, t := range in.Tokens {
 		if t.FirstFetch != nil {
-			c.Status, c.Reason = metav1.ConditionTrue, nodepoolv1.ReasonAsExpected
-			c.Message = "machines fetch their payload from the payload server"
+			c.Status, c.Reason, c.Message = metav1.ConditionTrue, nodepoolv1.ReasonAsExpected, ""
 			break
 		}
 	}
@@ -229,11 +228,12 @@ func planReady(in Input, d Decision, p *Plan) {
 		machines.Status, machines.Reason = metav1.ConditionFalse, nodepoolv1.ReasonMachinesNotReady
 		machines.Message = notReadyMessage(md, want, d.Health)
 	default:
-		machines.Message = fmt.Sprintf("%d of %d machines ready", md.ReadyReplicas, want)
+		ready.Message = fmt.Sprintf("%d of %d machines ready", md.ReadyReplicas, want)
 	}
-	ready.Message = machines.Message
+	// AllMachinesReady says only what Ready does not: Ready counts the
+	// machines; AllMachinesReady has a message only when not all are.
 	if machines.Status != metav1.ConditionTrue {
-		ready.Status, ready.Reason = metav1.ConditionFalse, machines.Reason
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, machines.Reason, machines.Message
 	}
 	p.Conditions = append(p.Conditions, machines, ready)
 }

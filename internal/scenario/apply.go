@@ -122,7 +122,7 @@ func (p *Pool) writeStatus(in rollout.Input, plan rollout.Plan) {
 	if n := len(p.History); n > 0 {
 		st.Rollout.Revision = p.History[n-1].Revision
 	}
-	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: "the controller acts on this pool"}
+	active := metav1.Condition{Type: nodepoolv1.ConditionReconciliationActive, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected}
 	for _, c := range append(append([]metav1.Condition(nil), plan.Conditions...), active) {
 		c.ObservedGeneration = p.Obj.Generation
 		c.LastTransitionTime = metav1.NewTime(p.w.Now)

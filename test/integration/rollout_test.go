@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -32,6 +34,32 @@ func TestANewPoolOfThreeBecomesReadyOnOnePayload(t *testing.T) {
 	for _, reason := range []string{nodepoolv1.EventSeeded, nodepoolv1.EventCorrected} {
 		for _, note := range stack.PoolEvents(t, env.Client, p, reason) {
 			t.Errorf("a new pool said %s: %s", reason, note)
+		}
+	}
+}
+
+// A settled pool of 3 was 6.8 KB as etcd stores it (compact JSON with
+// managedFields), half of it the field manager's entries, one per field of
+// every condition: the status is now one field to it (atomic), and a
+// condition in its normal state carries no message another field says.
+func TestASettledPoolIsStoredInLessThan5KB(t *testing.T) {
+	p := st.NewPool(t, "small", 3)
+	st.WaitForPool(t, p, stack.RolloutTimeout, "3 ready nodes on one payload", stack.PoolSettled(3))
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(nodepoolv1.GroupVersion.WithKind("NodePool"))
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), u); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(u.Object) // compact, as etcd stores a custom resource
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) > 5*1024 {
+		t.Errorf("a settled pool of 3 is %d bytes stored, want at most 5 KiB:\n%s", len(raw), raw)
+	}
+	for _, mf := range u.GetManagedFields() {
+		if mf.Subresource == "status" && mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"k:{`) {
+			t.Errorf("manager %s's status entry names fields inside the status: %s", mf.Manager, mf.FieldsV1.Raw)
 		}
 	}
 }
