@@ -52,7 +52,11 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	}
 	in.DeletedInUse = deletedInUse(w)
 	if err := r.observeNodes(ctx, pool, w, in); err != nil {
+		// Not up yet (the first seconds after a start): the engine keeps
+		// what the status says of the nodes rather than write that the
+		// pool has none.
 		log.V(1).Info("nodes not readable yet", "reason", err.Error())
+		in.Nodes, in.NodesUnread = nil, true
 	}
 	observeMachineHealth(pool, w, in) // readinessgate.go
 	in.Drains = observe.Drains(w.Machines, in.MachineDeployment)

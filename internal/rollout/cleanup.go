@@ -37,7 +37,7 @@ func planCleanup(in Input, target, running *UserData, p *Plan) {
 	if f := forcedFrom(in, target); f != "" {
 		keepPayload[f] = true
 	}
-	for _, n := range in.Nodes {
+	for _, n := range NodeCounts(in) {
 		for hash := range in.Payloads {
 			if n.Payload != "" && payload.PayloadLabelValue(hash) == n.Payload {
 				keepPayload[hash] = true

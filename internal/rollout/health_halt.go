@@ -131,14 +131,14 @@ func rollingBackPayload(in Input, d Decision) string {
 // nodesPayload is the stored payload most of the pool's nodes run (by
 // their payload label), other than those of not; "" when none.
 func nodesPayload(in Input, not ...string) string {
-	count := map[string]int{}
+	count := map[string]int32{}
 	best := ""
-	for _, n := range in.Nodes {
+	for _, n := range NodeCounts(in) {
 		for _, hash := range sortedKeys(in.Payloads) {
 			if slices.Contains(not, hash) || n.Payload == "" || payload.PayloadLabelValue(hash) != n.Payload {
 				continue
 			}
-			count[hash]++
+			count[hash] += n.Count
 			if best == "" || count[hash] > count[best] {
 				best = hash
 			}

@@ -60,3 +60,26 @@ func TestAllMachinesReadySaysWhichMachineSoaksAndUntilWhen(t *testing.T) {
 		})
 	}
 }
+
+// A controller that starts before its connection to the pool's Cluster is
+// up cannot read the Nodes: the plan keeps what the status said of them
+// (a new pool, which said nothing, is Unknown), never "0 nodes ready".
+func TestNodesThatCannotBeReadKeepWhatTheStatusSaidOfThem(t *testing.T) {
+	pool := &nodepoolv1.NodePool{}
+	pool.Status.Nodes = []nodepoolv1.NodePayloadCount{{Payload: "b5959d070c188d53", Count: 3}}
+	pool.Status.Conditions = []metav1.Condition{{Type: nodepoolv1.ConditionAllNodesHealthy, Status: metav1.ConditionFalse,
+		Reason: nodepoolv1.ReasonNodesUnhealthy, Message: "not ready: workers-a"}}
+	var p Plan
+	planNodes(Input{Pool: pool, NodesUnread: true}, &p)
+	if len(p.Nodes) != 1 || p.Nodes[0] != pool.Status.Nodes[0] {
+		t.Errorf("nodes %+v, want the status' %+v", p.Nodes, pool.Status.Nodes)
+	}
+	if c := cond(p, nodepoolv1.ConditionAllNodesHealthy); c.Status != metav1.ConditionFalse || c.Message != "not ready: workers-a" {
+		t.Errorf("AllNodesHealthy %s %q, want the status' False %q", c.Status, c.Message, "not ready: workers-a")
+	}
+	var fresh Plan
+	planNodes(Input{Pool: &nodepoolv1.NodePool{}, NodesUnread: true}, &fresh)
+	if c := cond(fresh, nodepoolv1.ConditionAllNodesHealthy); c.Status != metav1.ConditionUnknown || len(fresh.Nodes) != 0 {
+		t.Errorf("a new pool's unread nodes: AllNodesHealthy %s, nodes %+v; want Unknown and none", c.Status, fresh.Nodes)
+	}
+}

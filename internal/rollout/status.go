@@ -3,11 +3,13 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -192,22 +194,48 @@ func planReached(in Input, d Decision, p *Plan) {
 	p.Conditions = append(p.Conditions, c)
 }
 
-// planNodes counts Nodes by the payload label they carry.
-func planNodes(in Input, p *Plan) {
+// NodeCounts counts the pool's Nodes by the payload label they carry; when
+// the Nodes could not be read (NodesUnread), as the pool's status last
+// said.
+func NodeCounts(in Input) []nodepoolv1.NodePayloadCount {
+	if in.NodesUnread {
+		return slices.Clone(in.Pool.Status.Nodes)
+	}
 	counts := map[string]int32{}
+	for _, n := range in.Nodes {
+		counts[n.Payload]++
+	}
+	var out []nodepoolv1.NodePayloadCount
+	for hash, n := range counts {
+		out = append(out, nodepoolv1.NodePayloadCount{Payload: hash, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Payload < out[j].Payload })
+	return out
+}
+
+// planNodes counts Nodes by the payload label they carry. Nodes that could
+// not be read are as last known: a controller that starts before its
+// connection to a workload cluster is up writes no status that says the
+// pool has no nodes, and another when the connection is up.
+func planNodes(in Input, p *Plan) {
+	p.Nodes = NodeCounts(in)
+	if in.NodesUnread {
+		c := metav1.Condition{Type: nodepoolv1.ConditionAllNodesHealthy, Status: metav1.ConditionUnknown, Reason: nodepoolv1.ReasonReadFailed,
+			Message: "the workload cluster's Nodes cannot be read yet"}
+		if was := meta.FindStatusCondition(in.Pool.Status.Conditions, nodepoolv1.ConditionAllNodesHealthy); was != nil {
+			c.Status, c.Reason, c.Message = was.Status, was.Reason, was.Message
+		}
+		p.Conditions = append(p.Conditions, c)
+		return
+	}
 	healthy := true
 	var sick []string
 	for _, n := range in.Nodes {
-		counts[n.Payload]++
 		if !n.Ready {
 			healthy = false
 			sick = append(sick, n.Name)
 		}
 	}
-	for hash, n := range counts {
-		p.Nodes = append(p.Nodes, nodepoolv1.NodePayloadCount{Payload: hash, Count: n})
-	}
-	sort.Slice(p.Nodes, func(i, j int) bool { return p.Nodes[i].Payload < p.Nodes[j].Payload })
 	c := metav1.Condition{Type: nodepoolv1.ConditionAllNodesHealthy, Status: metav1.ConditionTrue, Reason: nodepoolv1.ReasonAsExpected, Message: fmt.Sprintf("%d nodes ready", len(in.Nodes))}
 	if !healthy {
 		sort.Strings(sick)

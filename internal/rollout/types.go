@@ -45,6 +45,11 @@ type Input struct {
 	DeletedInUse []string
 	// Nodes are the pool's Nodes in the workload cluster.
 	Nodes []Node
+	// NodesUnread says the workload cluster's Nodes could not be read (its
+	// connection is not up yet, as in the first seconds after a restart):
+	// Nodes is empty, and what the pool's status says of its nodes is
+	// their last known state, which the plan keeps (NodeCounts).
+	NodesUnread bool
 	// Settings of the controller.
 	Settings Settings
 	// InPlace is set for InPlace pools: their machines and Nodes.

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/rollout"
@@ -100,6 +103,33 @@ var Invariants = []Check{
 	{"APersonsLaterRequestWins", APersonsLaterRequestWins},
 	{"DriftPastItsDeadlineIsAppliedInTheWindow", DriftPastItsDeadlineIsAppliedInTheWindow},
 	{"TheDecisionSaysWhatHappens", TheDecisionSaysWhatHappens},
+	{"NodesThatCannotBeReadAreNotForgotten", NodesThatCannotBeReadAreNotForgotten},
+}
+
+// NodesThatCannotBeReadAreNotForgotten: status.nodes counts the nodes the
+// engine read; a look that could not read them (a controller just
+// restarted, its connection to the Cluster not up) keeps what the status
+// said of them, so a restart writes no status no node change caused.
+func NodesThatCannotBeReadAreNotForgotten(c *Context) error {
+	st := c.P.Obj.Status
+	if !c.In.NodesUnread {
+		var n int32
+		for _, row := range st.Nodes {
+			n += row.Count
+		}
+		if int(n) != len(c.In.Nodes) {
+			return fmt.Errorf("status.nodes counts %d nodes, the engine read %d", n, len(c.In.Nodes))
+		}
+		return nil
+	}
+	if !equality.Semantic.DeepEqual(st.Nodes, c.In.Pool.Status.Nodes) {
+		return fmt.Errorf("nodes could not be read, and status.nodes went from %+v to %+v", c.In.Pool.Status.Nodes, st.Nodes)
+	}
+	was, now := meta.FindStatusCondition(c.In.Pool.Status.Conditions, nodepoolv1.ConditionAllNodesHealthy), meta.FindStatusCondition(st.Conditions, nodepoolv1.ConditionAllNodesHealthy)
+	if was != nil && (now == nil || now.Status != was.Status || now.Message != was.Message) {
+		return fmt.Errorf("nodes could not be read, and AllNodesHealthy went from %s %q to %v", was.Status, was.Message, now)
+	}
+	return nil
 }
 
 func (w *World) check(p *Pool, in rollout.Input, plan rollout.Plan) []error {

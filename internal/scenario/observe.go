@@ -62,8 +62,9 @@ func (p *Pool) Observe() rollout.Input {
 	if p.MS != nil {
 		in.MachineDeployment, in.InPlace = p.summarizeInPlace()
 	}
+	in.NodesUnread = p.nodesUnread
 	for _, m := range p.Machines {
-		if !m.HasNode(now) {
+		if !m.HasNode(now) || in.NodesUnread {
 			continue
 		}
 		in.Nodes = append(in.Nodes, rollout.Node{Name: m.Name, Payload: payload.PayloadLabelValue(m.Payload), Ready: m.NodeReady(now)})

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/rollout"
 )
@@ -138,5 +141,29 @@ func TestScenarioAnUpgradeMovesTheStateOntoTheRecordsReplacingNothing(t *testing
 	}
 	if got := halted.Recorded(nodepoolv1.AnnotationHalted); got != halt {
 		t.Errorf("the record keeps the halt %q after the upgrade, want %q\n%s", got, halt, w.Trace())
+	}
+}
+
+// After a restart the controller looks at a pool before its connection to
+// the pool's Cluster is up: it once wrote that the pool had no nodes
+// (status.nodes empty, AllNodesHealthy "0 nodes ready") and wrote them
+// back at its next look, two status writes a pool that no node change
+// caused (the resync of a fleet in many Clusters wrote 119 times for 300
+// pools).
+func TestScenarioARestartWritesNothingOfNodesItCannotReadYet(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3})
+	before := p.Obj.Status.DeepCopy()
+	w.After(time.Minute, "controller restarts", func(w *World) { w.Restart() })
+	run(t, w, time.Minute) // the restarted controller's first look
+	if p.lastPlan == nil || p.nodesUnread {
+		t.Fatalf("the restarted controller did not look at the pool\n%s", w.Trace())
+	}
+	if !equality.Semantic.DeepEqual(before.Nodes, p.Obj.Status.Nodes) {
+		t.Errorf("status.nodes went from %+v to %+v over a restart\n%s", before.Nodes, p.Obj.Status.Nodes, w.Trace())
+	}
+	was, now := meta.FindStatusCondition(before.Conditions, nodepoolv1.ConditionAllNodesHealthy), meta.FindStatusCondition(p.Obj.Status.Conditions, nodepoolv1.ConditionAllNodesHealthy)
+	if now == nil || now.Message != was.Message || now.LastTransitionTime != was.LastTransitionTime {
+		t.Errorf("AllNodesHealthy went from %+v to %+v over a restart", was, now)
 	}
 }

@@ -40,6 +40,9 @@ func (w *World) Restart() {
 	for _, p := range w.pools {
 		p.lastPlan, p.rendered = nil, nil
 		p.due, p.watch = w.Now, true
+		// Its connection to the pool's Cluster comes up after its first
+		// look at the pool, as a real controller's ClusterCache does.
+		p.nodesUnread = true
 	}
 	for _, f := range w.fleets {
 		f.due = w.Now
@@ -156,6 +159,7 @@ func (w *World) Step() error {
 // reconcile is one reconcile of the pool: observe, decide, apply, check.
 func (p *Pool) reconcile() []error {
 	in := p.Observe()
+	p.nodesUnread = false
 	plan := rollout.Decide(in)
 	p.apply(in, plan)
 	p.lastPlan = &plan

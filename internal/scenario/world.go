@@ -103,6 +103,9 @@ type Pool struct {
 	// Obj is the NodePool: spec as the owner wrote it, annotations and
 	// status as the controller (and people) wrote them.
 	Obj *nodepoolv1.NodePool
+	// nodesUnread makes its next reconcile unable to read its Cluster's
+	// Nodes (a controller restart: the connection is not up yet).
+	nodesUnread bool
 	// Inputs is what its payload renders from.
 	Inputs Inputs
 
