@@ -163,6 +163,16 @@ func (v *clusterViews) handler(proxy http.Handler) http.Handler {
 			writeStatus(w, http.StatusUnauthorized, "Unauthorized", "not this Cluster's token")
 			return
 		}
+		if rest == "/" && r.Method == http.MethodGet {
+			// The health probe of a Cluster's clients (Cluster API's
+			// ClusterCache probes every connected Cluster every 10 s, the
+			// controller's likewise): a workload cluster's API server
+			// answers its own, so the one API server behind every view
+			// does not answer thousands of them a minute.
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(rootPaths)
+			return
+		}
 		// The forwarded request authenticates with the sim's credentials.
 		r.Header.Del("Authorization")
 		query := r.URL.Query()
@@ -232,6 +242,9 @@ func nodePath(p string) (string, bool) {
 	name, _, _ := strings.Cut(rest[1:], "/")
 	return name, true
 }
+
+// rootPaths is a view's answer to GET /, as an API server lists its paths.
+var rootPaths = []byte(`{"paths":["/api","/api/v1","/apis","/healthz","/livez","/readyz","/version"]}`)
 
 // withClusterSelector adds cluster's labels to a label selector.
 func withClusterSelector(selector string, cluster client.ObjectKey) string {

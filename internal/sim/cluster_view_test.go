@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,5 +105,35 @@ func TestAClustersViewHoldsItsOwnNodes(t *testing.T) {
 	}
 	if code := do(mine, v.token(other), "/api/v1/nodes"); code != http.StatusUnauthorized {
 		t.Fatalf("another Cluster's token: %d", code)
+	}
+}
+
+// Every connected Cluster's clients probe its API server every 10 s
+// (Cluster API's ClusterCache and the controller's): a view answers the
+// probe itself, as each workload cluster's own API server would, rather
+// than pass thousands a minute to the one API server behind every view.
+func TestAClustersViewAnswersItsHealthProbeItself(t *testing.T) {
+	forwarded := 0
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forwarded++
+		_, _ = w.Write([]byte("{}"))
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	mine := client.ObjectKey{Namespace: "ns", Name: "c1"}
+	v := &clusterViews{upstream: u, transport: http.DefaultTransport, nodes: fake.NewClientBuilder().Build(), key: []byte("key")}
+	h := v.handler(v.reverseProxy())
+	probe := func(token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "http://view/clusters/ns/c1/", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	if w := probe(v.token(mine)); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"/api"`) || forwarded != 0 {
+		t.Errorf("the health probe: %d %s, %d requests forwarded; want 200 with the paths, none forwarded", w.Code, w.Body, forwarded)
+	}
+	if w := probe("not-the-token"); w.Code != http.StatusUnauthorized {
+		t.Errorf("the health probe with another token: %d, want 401", w.Code)
 	}
 }
