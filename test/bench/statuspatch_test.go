@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
@@ -208,7 +209,7 @@ func createPool(b *testing.B, owner, writer client.Client, ns, name string, st n
 	ctx := context.Background()
 	p := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	p.Spec.ClusterName = "c1"
-	p.Spec.Replicas = ptrTo(int32(3))
+	p.Spec.Replicas = ptr.To(int32(3))
 	p.Spec.Release.Version = "v1.36.3"
 	p.Spec.InfrastructureTemplateRef = nodepoolv1.TemplateReference{Kind: "DockerMachineTemplate", APIGroup: "infrastructure.cluster.x-k8s.io", Name: "workers-template"}
 	p.Spec.Config = []nodepoolv1.LocalObjectReference{{Name: "workers-chrony"}}
@@ -226,8 +227,6 @@ func createPool(b *testing.B, owner, writer client.Client, ns, name string, st n
 	}
 	patchStatus(b, writer, ns, name, st)
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // patchStatus writes st as the pool's status by a merge patch from what the
 // API server holds, as the controller does.
@@ -301,7 +300,7 @@ func setStatusAtomic(b *testing.B, env *harness.Env, atomic bool) {
 		v := &crd.Spec.Versions[i]
 		st := v.Schema.OpenAPIV3Schema.Properties["status"]
 		if atomic {
-			st.XMapType = ptrTo("atomic")
+			st.XMapType = ptr.To("atomic")
 		} else {
 			st.XMapType = nil
 		}
@@ -314,7 +313,7 @@ func setStatusAtomic(b *testing.B, env *harness.Env, atomic bool) {
 	// status write shows which one it applied.
 	probe := &nodepoolv1.NodePool{}
 	probe.GenerateName, probe.Namespace = "probe-", "default"
-	probe.Spec.ClusterName, probe.Spec.Release.Version, probe.Spec.Replicas = "c1", "v1.36.3", ptrTo(int32(1))
+	probe.Spec.ClusterName, probe.Spec.Release.Version, probe.Spec.Replicas = "c1", "v1.36.3", ptr.To(int32(1))
 	probe.Spec.InfrastructureTemplateRef = nodepoolv1.TemplateReference{Kind: "DockerMachineTemplate", APIGroup: "infrastructure.cluster.x-k8s.io", Name: "t"}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
