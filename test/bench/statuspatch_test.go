@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -43,13 +41,9 @@ const StatusPatchesEnv = "NODEPOOL_BENCH_STATUS_PATCHES"
 // upgrade: the first phase's pools written again under the atomic schema,
 // whose first status write replaces their granular managedFields entry.
 func BenchmarkNodePoolStatusPatch(b *testing.B) {
-	patches := 2000
-	if v := os.Getenv(StatusPatchesEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 100 {
-			b.Fatalf("%s=%q: want a number of at least 100", StatusPatchesEnv, v)
-		}
-		patches = n
+	patches := envInt(b, StatusPatchesEnv, 2000)
+	if patches < 100 {
+		b.Fatalf("%s=%d: want at least 100 patches (one round over the 100 pools)", StatusPatchesEnv, patches)
 	}
 	ctx := context.Background()
 	env, err := harness.Start(ctx, harness.Options{WithoutCAPIControllers: true, AddToScheme: []func(*kruntime.Scheme) error{apiextensionsv1.AddToScheme}})
@@ -113,13 +107,11 @@ func BenchmarkNodePoolStatusPatch(b *testing.B) {
 		patchStatus(b, writer, ns, prefix+"-000", settled)
 		patchStatus(b, writer, ns, prefix+"-001", rolling)
 		ph.results = map[string]float64{
-			"settled-B":  float64(storedSize(b, env.Client, ns, prefix+"-000")),
-			"rolling-B":  float64(storedSize(b, env.Client, ns, prefix+"-001")),
-			"cpu-ms":     cpu * 1000 / float64(patches),
-			"wall-ms":    float64(elapsed.Milliseconds()) / float64(patches),
-			"managed-B":  float64(managedSize(b, env.Client, ns, prefix+"-000")),
-			"patches":    float64(patches),
-			"load-avg-1": loadAverage1(),
+			"settled-B": float64(storedSize(b, env.Client, ns, prefix+"-000")),
+			"rolling-B": float64(storedSize(b, env.Client, ns, prefix+"-001")),
+			"cpu-ms":    cpu * 1000 / float64(patches),
+			"wall-ms":   float64(elapsed.Milliseconds()) / float64(patches),
+			"managed-B": float64(managedSize(b, env.Client, ns, prefix+"-000")),
 		}
 		b.Logf("%s: settled pool stored %.0f B (managedFields %.0f B), mid-rollout %.0f B; kube-apiserver+etcd CPU %.2f ms a status patch (%.2f ms wall), %d patches, load %s",
 			ph.name, ph.results["settled-B"], ph.results["managed-B"], ph.results["rolling-B"], ph.results["cpu-ms"], ph.results["wall-ms"], patches, loadAverage())
@@ -341,14 +333,4 @@ func setStatusAtomic(b *testing.B, env *harness.Env, atomic bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func loadAverage1() float64 {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var l float64
-	_, _ = fmt.Sscan(string(raw), &l)
-	return l
 }
