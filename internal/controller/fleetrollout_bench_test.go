@@ -45,7 +45,7 @@ func (c cachedPools) List(ctx context.Context, list client.ObjectList, opts ...c
 // decides over all of them, so its cost a pool (ns/pool, cpu-ns/pool: the
 // process's CPU, garbage collection included) must not grow with the
 // fleet; the rollout's reconciles are then bounded by its time, its
-// events batched (batchOf).
+// events batched (fleet.Batch).
 func BenchmarkFleetRolloutReconcile(b *testing.B) {
 	for _, n := range []int{300, 1000, 3000} {
 		b.Run(fmt.Sprintf("pools=%d", n), func(b *testing.B) {

@@ -129,7 +129,7 @@ func (r *FleetRolloutReconciler) SetupWithManager(mgr ctrl.Manager, opts control
 		WatchesRawSource(source.Kind(c, &nodepoolv1.NodePool{}, batched(r.batchFor, func(ctx context.Context, o *nodepoolv1.NodePool) []reconcile.Request {
 			return r.rolloutsOf(ctx, o.GetAnnotations())
 		}), predicate.TypedFuncs[*nodepoolv1.NodePool]{UpdateFunc: func(e event.TypedUpdateEvent[*nodepoolv1.NodePool]) bool {
-			return fleetFactsChanged(e.ObjectOld, e.ObjectNew)
+			return fleet.FactsChanged(e.ObjectOld, e.ObjectNew)
 		}})).
 		WatchesRawSource(source.Kind(c, &appsv1.ControllerRevision{}, batched(r.batchFor, func(ctx context.Context, o *appsv1.ControllerRevision) []reconcile.Request {
 			name := o.GetLabels()[nodepoolv1.LabelPool]
@@ -173,63 +173,12 @@ func (r *FleetRolloutReconciler) rolloutsOf(ctx context.Context, annotations map
 	return out
 }
 
-// fleetFactsChanged reports whether a pool's update changes what a fleet
-// rollout reads of it: fleet.Observe (its annotations of requests and
-// fleet rollouts, the parts of its status and conditions a wave waits
-// on), its pause, and its kept states in fleet rollouts. A pool's own
-// rollout patches its status many times (machine counts, conditions'
-// messages and times, nodes, drains); none of those wakes a fleet
-// rollout.
-func fleetFactsChanged(old, cur *nodepoolv1.NodePool) bool {
-	if old.Generation != cur.Generation || old.Spec.Management.PausedUntil != cur.Spec.Management.PausedUntil ||
-		!old.DeletionTimestamp.Equal(cur.DeletionTimestamp) {
-		return true
-	}
-	for _, k := range []string{nodepoolv1.AnnotationApplyPending, nodepoolv1.AnnotationFleetRollout, nodepoolv1.AnnotationOutsideWindowsAt, nodepoolv1.AnnotationOutsideWindowsReason} {
-		if old.Annotations[k] != cur.Annotations[k] {
-			return true
-		}
-	}
-	a, b := fleet.RolloutsOf(old), fleet.RolloutsOf(cur)
-	if len(a) != len(b) {
-		return true
-	}
-	for _, name := range a {
-		k := nodepoolv1.FleetRolloutPoolAnnotation(name)
-		if old.Annotations[k] != cur.Annotations[k] {
-			return true
-		}
-	}
-	var never time.Time
-	return !equality.Semantic.DeepEqual(fleet.Observe(old, never), fleet.Observe(cur, never))
-}
-
-// fleetBatch is how long pool and history events wait before the fleet
-// rollouts they map to are reconciled, at least: the events of that time
-// (a wave's pools patched at once, each pool's records) wake a rollout
-// once, so its reconciles follow the rollout's time, not its pools'
-// events. A reconcile looks at every member (fleet.Decide, a few µs a
-// pool), so a rollout of more than fleetBatch/fleetBatchPerPool pools
-// waits fleetBatchPerPool a member, up to maxFleetBatch: its reconciles
-// are then fewer as it is larger, and the CPU they take a pool does not
-// grow with the fleet (BenchmarkFleetRolloutReconcile).
-const (
-	fleetBatch        = time.Second
-	fleetBatchPerPool = time.Millisecond
-	maxFleetBatch     = 10 * time.Second
-)
-
 // batchFor is how long the events of fleet rollout name are batched over:
-// fleetBatch, or fleetBatchPerPool a member at its last reconcile, up to
-// maxFleetBatch.
+// fleet.Batch of its members at its last reconcile.
 func (r *FleetRolloutReconciler) batchFor(name string) time.Duration {
 	n, _ := r.sizes.Load(name)
 	members, _ := n.(int)
-	return batchOf(members)
-}
-
-func batchOf(members int) time.Duration {
-	return min(maxFleetBatch, max(fleetBatch, time.Duration(members)*fleetBatchPerPool))
+	return fleet.Batch(members)
 }
 
 // batched enqueues the requests of an object's events the rollout's

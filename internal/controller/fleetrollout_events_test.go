@@ -64,8 +64,8 @@ func TestOnlyWhatAFleetRolloutReadsOfAPoolWakesIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			old, cur := base(), base()
 			tc.edit(cur)
-			if got := fleetFactsChanged(old, cur); got != tc.wake {
-				t.Errorf("fleetFactsChanged = %v, want %v", got, tc.wake)
+			if got := fleet.FactsChanged(old, cur); got != tc.wake {
+				t.Errorf("fleet.FactsChanged = %v, want %v", got, tc.wake)
 			}
 		})
 	}
@@ -152,7 +152,7 @@ func TestAMembersKeptStateIsDecodedAgainOnlyWhenItChanged(t *testing.T) {
 // every member, are fewer as it is larger.
 func TestAFleetRolloutsEventsAreBatchedLongerAsItIsLarger(t *testing.T) {
 	for members, want := range map[int]time.Duration{0: time.Second, 300: time.Second, 1000: time.Second, 3000: 3 * time.Second, 10000: 10 * time.Second, 50000: 10 * time.Second} {
-		if got := batchOf(members); got != want {
+		if got := fleet.Batch(members); got != want {
 			t.Errorf("%d members: %s, want %s", members, got, want)
 		}
 	}

@@ -1,3 +1,5 @@
+//go:build !fuzzonly
+
 package payloadserver
 
 import (
@@ -8,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,8 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
-	"nodepool.dev/nodepool/internal/inputs"
-	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/payloadserver/testpki"
 	"nodepool.dev/nodepool/internal/secrets"
 	"nodepool.dev/nodepool/test/harness"
@@ -267,44 +266,6 @@ func hasLabels(m *dto.Metric, kv []string) bool {
 	return true
 }
 
-// marker is in every test payload and in nothing else a server sends.
-const marker = "nodepool-test-payload"
-
-// testPayload is a payload of pool ns/name at a version, composed as the
-// controller composes one (so the server's content check passes): its
-// user-configs fragment writes a file whose contents name all three and are
-// padded so the Ignition JSON is at least size bytes.
-func testPayload(ns, pool, version string, size int) secrets.Payload {
-	id := fmt.Sprintf("%s/%s/%s", ns, pool, version)
-	return composePayload(pool, id, size)
-}
-
-// composePayload composes a payload of pool whose user-configs fragment
-// carries marker, id and padding.
-func composePayload(pool, id string, size int) secrets.Payload {
-	enc := strings.ReplaceAll(id, "/", "%2F")
-	pad := ""
-	if n := size - 1200; n > 0 {
-		pad = strings.Repeat("p", n)
-	}
-	user := fmt.Sprintf(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/nodepool-test/id","contents":{"source":"data:,%s-%s-%s"}}]}}`, marker, enc, pad)
-	frags := map[inputs.Component][]byte{}
-	for _, c := range inputs.Components() {
-		frags[c] = []byte(`{"ignition":{"version":"3.5.0"}}`)
-	}
-	frags[inputs.UserConfigs] = []byte(user)
-	p, err := payload.Compose(pool, frags)
-	if err != nil {
-		panic(fmt.Sprintf("composing the test payload %s: %v", id, err))
-	}
-	out := secrets.Payload{Pool: pool, Hash: p.Hash, Ignition: p.Ignition, Manifest: map[string]string{}, Fragments: map[string][]byte{}}
-	for c, f := range p.Fragments {
-		out.Manifest[c.Name()] = p.Manifest[c]
-		out.Fragments[c.Name()] = f
-	}
-	return out
-}
-
 // controlledBy makes the NodePool pool (UID uid) the controller of obj, as
 // the controller does with the Secrets it writes.
 func controlledBy(obj metav1.Object, pool string, uid types.UID) {
@@ -345,10 +306,6 @@ func createPayload(t testing.TB, c client.Client, ns string, p secrets.Payload, 
 
 // createPayloadNamed creates a payload Secret of p named name, controlled by
 // the NodePool of UID owner ("": none), after mut (if any) edits it.
-// payloadName is the name the controller gives payload p's Secret, the
-// only one the server serves it from.
-func payloadName(p secrets.Payload) string { return secrets.PayloadSecretName(p.Pool, p.Hash) }
-
 func createPayloadNamed(t testing.TB, c client.Client, ns, name string, p secrets.Payload, owner types.UID, mut func(*corev1.Secret)) *corev1.Secret {
 	t.Helper()
 	s, err := secrets.NewPayloadSecret(ns, name, p)

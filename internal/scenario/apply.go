@@ -280,7 +280,7 @@ func (p *Pool) applyNodeActions(plan rollout.Plan) {
 		// The controller's writes to a Node it watches are events; the
 		// traced worlds see them at the next poll, a world without
 		// polls at once.
-		p.watch = true
+		p.touch()
 	}
 	for _, a := range plan.NodeActions {
 		var m *Machine

@@ -415,7 +415,7 @@ func (p *Pool) Resumed() {
 	if p.track.haltPayload != "" {
 		p.track.failedResumed[p.testedConfig(p.track.haltPayload)] = true
 	}
-	p.watch = true
+	p.touch()
 }
 
 // DeleteMachine deletes a machine by hand.
@@ -423,7 +423,7 @@ func (p *Pool) DeleteMachine(name string) {
 	for _, m := range p.Machines {
 		if m.Name == name {
 			p.deleteMachine(m, CausePerson)
-			p.watch = true
+			p.touch()
 			return
 		}
 	}

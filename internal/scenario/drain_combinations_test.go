@@ -262,7 +262,7 @@ func TestScenarioAutoRepairReplacesAnUnhealthyMachineWhileTheRolloutIsHaltedOnAD
 				sick, m.UnhealthyAt = m.Name, w.Now
 			}
 		}
-		p.watch = true
+		p.touch()
 	})
 	run(t, w, 2*time.Hour)
 	c := p.Condition(nodepoolv1.ConditionRolloutHealthy)

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,7 +131,7 @@ func (f *Fleet) reconcile() {
 		if p := w.PoolIn(t.Namespace, t.Name); p != nil {
 			p.setAnnotation(nodepoolv1.AnnotationApplyPending, t.At.UTC().Format(time.RFC3339))
 			p.setAnnotation(nodepoolv1.AnnotationFleetRollout, f.Name)
-			p.watch = true
+			p.touch()
 			if !t.Retry {
 				w.Note("fleet %s triggered %s at %s", f.Name, t.Name, t.At.UTC().Format(time.RFC3339))
 			}
@@ -145,7 +146,7 @@ func (f *Fleet) reconcile() {
 		if r.At != nil && p.Annotation(nodepoolv1.AnnotationApplyPending) == r.At.UTC().Format(time.RFC3339) {
 			p.setAnnotation(nodepoolv1.AnnotationApplyPending, "")
 		}
-		p.watch = true
+		p.touch()
 	}
 	for _, e := range res.Events {
 		w.Note("fleet %s: %s", f.Name, e.Message)
@@ -157,9 +158,72 @@ func (f *Fleet) reconcile() {
 			after = res.RequeueAfter
 		}
 		f.due = w.Now.Add(after)
+		if len(res.Store)+len(res.Triggers)+len(res.Releases) > 0 {
+			f.wake() // its own writes to the pools are pool events too
+		}
 	}
-	// The fleet controller watches the pools: it looks again whenever one
-	// changes (the world marks it), else at its requeue.
+	// The fleet controller watches the pools: a change of what it reads
+	// of one (fleet.FactsChanged, or its history) wakes it a batch later
+	// (fleet.Batch, wake), a person's action at once, else its requeue.
+}
+
+// maxFleetLook bounds the batch of a forecast's fleet rollout
+// (World.FleetLookPerPool).
+const maxFleetLook = 15 * time.Minute
+
+// wake is a watch event of one of its pools: the controller batches them
+// (fleet.Batch of its members) and then looks once.
+func (f *Fleet) wake() {
+	if f.terminal() {
+		return
+	}
+	batch := fleet.Batch(len(f.Refs))
+	if per := f.w.FleetLookPerPool; per > 0 && f.Spec.MaxConcurrent == nil {
+		batch = max(batch, min(maxFleetLook, time.Duration(len(f.Refs))*per))
+	}
+	at := f.w.Now.Add(batch)
+	if f.due.IsZero() || at.Before(f.due) {
+		f.due = at
+	}
+}
+
+// poolFacts is what a fleet rollout reads of a pool, taken before a
+// reconcile of the pool: its object and its history's records.
+type poolFacts struct {
+	obj     *nodepoolv1.NodePool
+	history string
+}
+
+// fleetFacts is what the world's fleet rollouts read of the pool now (nil
+// when no fleet rollout is under way: nothing to wake).
+func (w *World) fleetFacts(p *Pool) *poolFacts {
+	for _, f := range w.fleets {
+		if !f.terminal() {
+			return &poolFacts{obj: p.Obj.DeepCopy(), history: historyFacts(p.History)}
+		}
+	}
+	return nil
+}
+
+// changed reports whether a fleet rollout reads something new of the pool
+// (the controller's watch of pools and of their records).
+func (pf *poolFacts) changed(p *Pool) bool {
+	return fleet.FactsChanged(pf.obj, p.Obj) || pf.history != historyFacts(p.History)
+}
+
+// historyFacts is what can change of the pool's records (what a record
+// sets out to do is written once, at its start): which there are, each
+// one's outcome and completion, and the state kept on it.
+func historyFacts(records []Record) string {
+	var b strings.Builder
+	for _, r := range records {
+		fmt.Fprintf(&b, "%d %s", r.Revision, r.Outcome)
+		if r.Completed != nil {
+			fmt.Fprintf(&b, " %d", r.Completed.UnixNano())
+		}
+		fmt.Fprintf(&b, " %v;", r.State) // fmt prints a map's keys sorted
+	}
+	return b.String()
 }
 
 // members are the fleet rollout's pools with the state each keeps in its
@@ -182,7 +246,7 @@ func (f *Fleet) members() []nodepoolv1.FleetRolloutPool {
 			if m, err = fleet.Decode(p.Obj.Namespace, p.Obj.Name, v); err != nil {
 				continue
 			}
-			if f.decoded == nil || len(f.decoded) > 4096 {
+			if f.decoded == nil || len(f.decoded) > 4096+2*len(f.Refs) {
 				f.decoded = map[string]nodepoolv1.FleetRolloutPool{}
 			}
 			f.decoded[key] = m

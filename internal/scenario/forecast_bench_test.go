@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
 )
@@ -95,4 +96,32 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkFleetForecast is RunForecast of a fleet rollout (waves 1, 10%,
+// 100%; its pools apply the platform change) over 100, 1,000 and 3,000
+// pools of the random fleet's shapes: the controller's
+// predictedCompletion. The fleet rollout's pools are one world (its
+// waves join them), so this is the forecast that can grow faster than
+// the fleet.
+func BenchmarkFleetForecast(b *testing.B) {
+	for _, n := range []int{100, 1000, 3000, 10000} {
+		b.Run(fmt.Sprintf("pools=%d", n), func(b *testing.B) {
+			in := forecastFleet(n, 1, t0)
+			in.Fleet = &ForecastFleet{Name: "platform", Spec: nodepoolv1.FleetRolloutSpec{Action: nodepoolv1.FleetActionApplyPending,
+				Waves: []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("10%"), intstr.FromString("100%")}}}
+			for _, fp := range in.Pools {
+				in.Fleet.Pools = append(in.Fleet.Pools, fleet.Ref{Namespace: fp.Pool.Namespace, Name: fp.Pool.Name})
+			}
+			b.ResetTimer()
+			cpu := processCPU()
+			for range b.N {
+				fc := RunForecast(in)
+				if fc.FleetEnd == nil {
+					b.Fatalf("no fleet end forecast: %v", fc.Notes)
+				}
+			}
+			b.ReportMetric((processCPU()-cpu).Seconds()/float64(b.N), "cpu-s/op")
+		})
+	}
 }

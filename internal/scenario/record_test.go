@@ -67,7 +67,7 @@ func TestScenarioAResumeResumesOnlyTheRolloutItNames(t *testing.T) {
 	current := p.History[len(p.History)-1].Revision
 	w.After(time.Minute, "a resume request names an older revision", func(*World) {
 		p.setAnnotation(nodepoolv1.AnnotationResume, strconv.FormatInt(current-1, 10))
-		p.watch = true
+		p.touch()
 	})
 	run(t, w, 30*time.Minute)
 	if p.Phase() != rollout.HealthHalted {

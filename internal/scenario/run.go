@@ -39,7 +39,8 @@ func (w *World) After(d time.Duration, what string, do func(w *World)) { w.At(w.
 func (w *World) Restart() {
 	for _, p := range w.pools {
 		p.lastPlan, p.rendered = nil, nil
-		p.due, p.watch = w.Now, true
+		p.due = w.Now
+		p.touch()
 		// Its connection to the pool's Cluster comes up after its first
 		// look at the pool, as a real controller's ClusterCache does.
 		p.nodesUnread = true
@@ -51,6 +52,10 @@ func (w *World) Restart() {
 
 // Run steps the world until end (or a violation, unless KeepGoing).
 func (w *World) Run(end time.Time) error {
+	// What a test changed of a pool between runs is seen at once.
+	for _, p := range w.pools {
+		w.schedule(p, w.Now)
+	}
 	for !w.Now.After(end) {
 		if err := w.Step(); err != nil && !w.KeepGoing {
 			return err
@@ -89,30 +94,37 @@ func (w *World) Step() error {
 		w.countAction(a.What) // forecast_invariant.go
 		a.Do(w)
 		for _, p := range w.pools {
-			p.watch = true
+			p.touch()
+		}
+		for _, f := range w.fleets {
+			f.watch = true
 		}
 	}
 	var errs []error
+	// The pools due now run in every round: Cluster API, the agents and
+	// the controller may each have more for them once the others acted.
+	// A pool a fleet rollout touches in a round joins the next.
+	w.stepping = w.due(w.stepping)
 	for round := 0; round < 5; round++ {
 		busy := false
-		for _, p := range w.pools {
+		for _, p := range w.stepping {
 			if p.ClusterPaused {
 				if c, _ := p.runAgents(); c {
-					p.watch = true
+					p.touch()
 				}
 				continue
 			}
 			if c, _ := p.remediate(false); c {
-				p.watch = true
+				p.touch()
 			}
 			if c, _ := p.runAgents(); c {
-				p.watch = true
+				p.touch()
 			}
 			if p.reconcileCAPI() {
-				p.watch = true
+				p.touch()
 			}
 			if p.nodeEvents() {
-				p.watch = true
+				p.touch()
 			}
 		}
 		for _, f := range w.fleets {
@@ -120,31 +132,36 @@ func (w *World) Step() error {
 				f.reconcile()
 			}
 		}
-		for _, p := range w.pools {
+		w.stepping = w.join(w.stepping)
+		for _, p := range w.stepping {
 			if p.ClusterPaused || !p.watch && (p.due.IsZero() || p.due.After(w.Now)) {
 				continue
 			}
 			busy = true
 			p.watch = false
+			before := w.fleetFacts(p)
 			errs = append(errs, p.reconcile()...)
-			for _, f := range w.fleets {
-				f.watch = true
-			}
 			if p.reconcileCAPI() {
-				p.watch = true
+				p.touch()
+			}
+			if before != nil && before.changed(p) {
+				for _, f := range w.fleets {
+					f.wake()
+				}
 			}
 		}
 		if !busy {
 			break
 		}
 		anyWatch := false
-		for _, p := range w.pools {
+		for _, p := range w.stepping {
 			anyWatch = anyWatch || p.watch
 		}
 		if !anyWatch {
 			break
 		}
 	}
+	w.settle()
 	errs = append(errs, w.checkFleets()...)
 	w.row()
 	for _, e := range errs {
@@ -154,6 +171,33 @@ func (w *World) Step() error {
 		return errs[0]
 	}
 	return nil
+}
+
+// nextAt is the time of the pool's own next event after now: its
+// requeue, a node registering or turning unhealthy, an agent finishing, a
+// MachineHealthCheck timeout (zero: none).
+func (p *Pool) nextAt() time.Time {
+	now := p.w.Now
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !p.ClusterPaused {
+		consider(p.due)
+	}
+	for _, m := range p.Machines {
+		consider(m.NodeAt)
+		consider(m.UnhealthyAt)
+		if m.Phase != "" {
+			consider(m.AgentAt)
+		}
+	}
+	if _, t := p.remediate(true); !t.IsZero() && !p.ClusterPaused {
+		consider(t)
+	}
+	return next
 }
 
 // reconcile is one reconcile of the pool: observe, decide, apply, check.
@@ -202,23 +246,13 @@ func (w *World) next() time.Time {
 	if len(w.script) > 0 {
 		consider(w.script[0].At)
 	}
-	for _, p := range w.pools {
-		if !p.ClusterPaused {
-			consider(p.due)
-		}
+	for _, p := range w.touched {
 		if p.watch && !p.ClusterPaused {
 			consider(w.Now.Add(time.Second))
 		}
-		for _, m := range p.Machines {
-			consider(m.NodeAt)
-			consider(m.UnhealthyAt)
-			if m.Phase != "" {
-				consider(m.AgentAt)
-			}
-		}
-		if _, t := p.remediate(true); !t.IsZero() && !p.ClusterPaused {
-			consider(t)
-		}
+	}
+	if len(w.queue) > 0 {
+		consider(w.queue[0].at)
 	}
 	for _, f := range w.fleets {
 		consider(f.due)

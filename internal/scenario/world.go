@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/fleet"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/payload"
 	"nodepool.dev/nodepool/internal/rollout"
@@ -41,7 +43,16 @@ type World struct {
 
 	pools  []*Pool
 	fleets []*Fleet
-	script []Action
+	// byRef is each pool by its namespace and name (PoolIn): a fleet
+	// rollout's look at its members would otherwise search every pool
+	// for each.
+	byRef map[fleet.Ref]*Pool
+	// queue and touched are the pools by their next event and the pools
+	// watched since the last step (schedule.go); stepping is a step's.
+	queue    poolQueue
+	touched  []*Pool
+	stepping []*Pool
+	script   []Action
 	// opts are the invariants a scenario opted out of, with reasons.
 	opts map[string]string
 	// Rows is the trace, one row per step that changed something.
@@ -71,6 +82,14 @@ type World struct {
 	// forecast's run; the traced, checked worlds poll as the controller
 	// does).
 	NoPolls bool
+	// FleetLookPerPool, when set, is how long a fleet rollout of waves
+	// (no maxConcurrent) batches its pools' events a pool, at least
+	// fleet.Batch and at most maxFleetLook: a forecast's run, in which a
+	// fleet rollout of n pools would otherwise look at all n at every
+	// second one of them changes, the square of the fleet. Its pools
+	// then wait for it no longer than that at a wave's end; each pool's
+	// own rollout is modelled as before.
+	FleetLookPerPool time.Duration
 	// Done, when set, ends Run after a step it reports true for (a
 	// forecast's run, once it knows what it was run for).
 	Done  func(w *World) bool
@@ -150,6 +169,15 @@ type Pool struct {
 	due time.Time
 	// watch is set when something the controller watches changed.
 	watch bool
+	// at is the time of the pool's own next event (nextAt): a step runs
+	// Cluster API, the agents and the MachineHealthCheck of the pools
+	// whose event is due or that are watched, so a world of many pools
+	// steps each at its own events, not at every pool's. stepped marks a
+	// pool the step ran.
+	at      time.Time
+	stepped bool
+	// qi is its index in the world's queue (-1: not in it).
+	qi int
 
 	// ClusterPaused is the pool's Cluster paused (spec.paused, as
 	// clusterctl move sets it while it moves the cluster): neither the
@@ -286,16 +314,23 @@ func (w *World) AddPool(s PoolSpec) *Pool {
 	}
 	p := &Pool{w: w, Name: s.Name, Obj: obj, Inputs: Inputs{Config: s.Config, Version: s.Version, Platform: plat},
 		UserData: map[string]rollout.UserData{}, Tokens: map[string]rollout.Token{}, Payloads: map[string]*payload.Payload{},
-		due: w.Now, watch: true}
+		due: w.Now, qi: -1}
 	p.track.init()
-	w.pools = append(w.pools, p)
-	sort.Slice(w.pools, func(i, j int) bool {
-		a, b := w.pools[i].Obj, w.pools[j].Obj
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
+	p.touch()
+	// Kept by namespace and name: inserted in place, as a sort after each
+	// of a forecast's thousands of pools would be the square of them.
+	at := sort.Search(len(w.pools), func(i int) bool {
+		o := w.pools[i].Obj
+		return o.Namespace > obj.Namespace || o.Namespace == obj.Namespace && o.Name > obj.Name
 	})
+	w.pools = slices.Insert(w.pools, at, p)
+	ref := fleet.Ref{Namespace: obj.Namespace, Name: obj.Name}
+	if w.byRef == nil {
+		w.byRef = map[fleet.Ref]*Pool{}
+	}
+	if _, ok := w.byRef[ref]; !ok {
+		w.byRef[ref] = p
+	}
 	return p
 }
 
@@ -312,12 +347,7 @@ func (w *World) Pool(name string) *Pool {
 
 // PoolIn returns the pool of that namespace and name (nil when none).
 func (w *World) PoolIn(namespace, name string) *Pool {
-	for _, p := range w.pools {
-		if p.Name == name && p.Obj.Namespace == namespace {
-			return p
-		}
-	}
-	return nil
+	return w.byRef[fleet.Ref{Namespace: namespace, Name: name}]
 }
 
 // Pools are the world's pools, by name.
