@@ -1,5 +1,3 @@
-//go:build !fuzzonly
-
 package inputs_test
 
 import (

@@ -99,8 +99,8 @@ func processCPU() time.Duration {
 }
 
 // BenchmarkFleetForecast is RunForecast of a fleet rollout (waves 1, 10%,
-// 100%; its pools apply the platform change) over 100, 1,000 and 3,000
-// pools of the random fleet's shapes: the controller's
+// 100%; its pools apply the platform change) over 100, 1,000, 3,000 and
+// 10,000 pools of the random fleet's shapes: the controller's
 // predictedCompletion. The fleet rollout's pools are one world (its
 // waves join them), so this is the forecast that can grow faster than
 // the fleet.

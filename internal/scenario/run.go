@@ -173,33 +173,6 @@ func (w *World) Step() error {
 	return nil
 }
 
-// nextAt is the time of the pool's own next event after now: its
-// requeue, a node registering or turning unhealthy, an agent finishing, a
-// MachineHealthCheck timeout (zero: none).
-func (p *Pool) nextAt() time.Time {
-	now := p.w.Now
-	var next time.Time
-	consider := func(t time.Time) {
-		if t.After(now) && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
-	if !p.ClusterPaused {
-		consider(p.due)
-	}
-	for _, m := range p.Machines {
-		consider(m.NodeAt)
-		consider(m.UnhealthyAt)
-		if m.Phase != "" {
-			consider(m.AgentAt)
-		}
-	}
-	if _, t := p.remediate(true); !t.IsZero() && !p.ClusterPaused {
-		consider(t)
-	}
-	return next
-}
-
 // reconcile is one reconcile of the pool: observe, decide, apply, check.
 func (p *Pool) reconcile() []error {
 	in := p.Observe()

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"container/heap"
 	"slices"
 	"time"
@@ -44,7 +45,11 @@ func (w *World) due(into []*Pool) []*Pool {
 		p.stepped = true
 		into = append(into, p)
 	}
-	return w.join(into)
+	into = w.join(into)
+	if len(into) > 1 { // the queue gives them by time, join only what it added
+		slices.SortFunc(into, (*Pool).order)
+	}
+	return into
 }
 
 // join adds the pools touched since to a step's (a fleet rollout's
@@ -59,7 +64,7 @@ func (w *World) join(stepping []*Pool) []*Pool {
 	}
 	w.touched = w.touched[:0]
 	if len(stepping) > n {
-		slices.SortFunc(stepping, func(a, b *Pool) int { return a.order(b) })
+		slices.SortFunc(stepping, (*Pool).order)
 	}
 	return stepping
 }
@@ -79,18 +84,34 @@ func (w *World) settle() {
 
 // order is the world's order of pools: by namespace, then name.
 func (p *Pool) order(o *Pool) int {
-	switch {
-	case p.Obj.Namespace != o.Obj.Namespace:
-		if p.Obj.Namespace < o.Obj.Namespace {
-			return -1
+	return cmp.Or(cmp.Compare(p.Obj.Namespace, o.Obj.Namespace), cmp.Compare(p.Obj.Name, o.Obj.Name))
+}
+
+// nextAt is the time of the pool's own next event after now: its
+// requeue, a node registering or turning unhealthy, an agent finishing, a
+// MachineHealthCheck timeout (zero: none).
+func (p *Pool) nextAt() time.Time {
+	now := p.w.Now
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
 		}
-		return 1
-	case p.Obj.Name < o.Obj.Name:
-		return -1
-	case p.Obj.Name > o.Obj.Name:
-		return 1
 	}
-	return 0
+	if !p.ClusterPaused {
+		consider(p.due)
+	}
+	for _, m := range p.Machines {
+		consider(m.NodeAt)
+		consider(m.UnhealthyAt)
+		if m.Phase != "" {
+			consider(m.AgentAt)
+		}
+	}
+	if _, t := p.remediate(true); !t.IsZero() && !p.ClusterPaused {
+		consider(t)
+	}
+	return next
 }
 
 // poolQueue is the world's pools by the time of their own next event.

@@ -319,10 +319,7 @@ func (w *World) AddPool(s PoolSpec) *Pool {
 	p.touch()
 	// Kept by namespace and name: inserted in place, as a sort after each
 	// of a forecast's thousands of pools would be the square of them.
-	at := sort.Search(len(w.pools), func(i int) bool {
-		o := w.pools[i].Obj
-		return o.Namespace > obj.Namespace || o.Namespace == obj.Namespace && o.Name > obj.Name
-	})
+	at := sort.Search(len(w.pools), func(i int) bool { return w.pools[i].order(p) > 0 })
 	w.pools = slices.Insert(w.pools, at, p)
 	ref := fleet.Ref{Namespace: obj.Namespace, Name: obj.Name}
 	if w.byRef == nil {
