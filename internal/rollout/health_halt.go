@@ -101,6 +101,17 @@ func lastHealthy(in Input, target, running *UserData) string {
 			// the last healthy one.
 			hash = nodesPayload(in, to)
 		}
+		if hash == "" && running != nil {
+			// Not forced: an owner change applied again onto the user-data
+			// whose MachineSet kept machines a halt of its earlier rollout
+			// had booted the last healthy payload with (seed 8994942):
+			// what the nodes run besides the rollout's own payload.
+			own := target.PayloadHash
+			if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)]; ok && t.PayloadHash != "" {
+				own = t.PayloadHash
+			}
+			hash = nodesPayload(in, own)
+		}
 	}
 	if _, ok := in.Payloads[hash]; !ok {
 		return ""

@@ -32,7 +32,12 @@ func tokenPointer(in Input, target, running *UserData, started, forced bool, p *
 		}
 		return current
 	}
-	if (started && current == "") || forced {
+	// A rollout that starts serves the latest payload even when its token
+	// is left from an earlier rollout of the same configuration (one
+	// superseded or failed, with the platform of then): its record names
+	// the latest (seed 8994942: a configuration applied again after its
+	// undo booted the payload that had failed).
+	if started || forced {
 		store(in, in.Latest, p)
 		return in.Latest.Hash
 	}

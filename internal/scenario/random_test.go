@@ -180,12 +180,13 @@ var soakSeeds = []int64{
 	1700, 2220, // a rollback of a forced rollout replaced the old machines onto an untested platform, and a forced rollout took the rollback's machines as its canary
 	4186,                               // an InPlace pool's new machine, still booting, halted the update as if its update failed
 	2080, 2829, 4528, 4603, 5634, 6038, // a rolled-back rollout that carried the platform drift restarted the drift's deadline
-	5922, // a deadline rollout that failed in its window (the invariant's mistake: the deadline asks once a window)
-	3282, // a person resumed a health halt and the rollout went on with its payload (the invariant's mistake)
-	4686, // an InPlace pool halted with one sick and one updating node
-	507,  // a rollback during an earlier restart returns to the restart's MachineSet, not the oldest of that template
-	1348, // a repaired machine of the failed rollout's MachineSet, made during the rollback, booted the failed payload
-	3549, // a resume carried out as the owner's undo started put the old rollout's drain halt on the undo's record
+	5922,    // a deadline rollout that failed in its window (the invariant's mistake: the deadline asks once a window)
+	3282,    // a person resumed a health halt and the rollout went on with its payload (the invariant's mistake)
+	4686,    // an InPlace pool halted with one sick and one updating node
+	507,     // a rollback during an earlier restart returns to the restart's MachineSet, not the oldest of that template
+	1348,    // a repaired machine of the failed rollout's MachineSet, made during the rollback, booted the failed payload
+	3549,    // a resume carried out as the owner's undo started put the old rollout's drain halt on the undo's record
+	8994942, // a configuration applied again after its undo: its token, left from the failed rollout, served the failed payload; then, halted, no last healthy payload was known
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {
