@@ -325,6 +325,7 @@ func (r *Reconciler) ensureTemplateClone(ctx context.Context, pool *nodepoolv1.N
 	clone.SetLabels(map[string]string{nodepoolv1.LabelPool: pool.Name, clusterv1.ClusterNameLabel: pool.Spec.ClusterName})
 	setTemplateSource(clone, in.InfrastructureTemplate)
 	clone.Object["spec"] = spec
+	clusterOwned(pool, clone)
 	if err := r.createOwned(ctx, pool, clone, in.InfrastructureTemplate.Kind); err != nil && !errors.Is(err, errNotCached) {
 		return fmt.Errorf("cloning infrastructure template: %w", err)
 	}
@@ -382,6 +383,7 @@ func createOrPatch[T any, P scaled[T]](ctx context.Context, r *Reconciler, pool 
 			return false, nil // nothing valid to boot yet
 		}
 		set(fresh)
+		clusterOwned(pool, fresh)
 		if err := controllerutil.SetControllerReference(pool, fresh, r.Client.Scheme()); err != nil {
 			return false, err
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,6 +253,23 @@ func clonesOf(t *testing.T, p *nodepoolv1.NodePool) []string {
 	return out
 }
 
+// ownerRefWriters names the clients other than nodepool that wrote obj's
+// owner references (its managed fields).
+func ownerRefWriters(obj client.Object) []string {
+	var out []string
+	for _, m := range obj.GetManagedFields() {
+		if m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), `"f:ownerReferences"`) && !strings.HasPrefix(m.Manager, "nodepool") {
+			out = append(out, m.Manager)
+		}
+	}
+	return out
+}
+
+// A pool's template clone and MachineDeployment are made owned by the
+// Cluster as Cluster API would make them, so it has no patch of their
+// ownership to write (a write a pool fewer each at fleet scale); once the
+// pool has rolled, every clone that no machine uses goes, and the last
+// with the pool.
 func TestTemplateClonesAreCleanedUpByReference(t *testing.T) {
 	ctx := context.Background()
 	p := st.NewPool(t, "workers", 1)
@@ -259,6 +277,18 @@ func TestTemplateClonesAreCleanedUpByReference(t *testing.T) {
 	first := clonesOf(t, p)
 	if len(first) != 1 {
 		t.Fatalf("clones %v, want one", first)
+	}
+	clone := &simv1.SimMachineTemplate{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: first[0]}, clone); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{clone, machineDeploymentOf(t, p)} {
+		if !slices.ContainsFunc(o.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.Kind == "Cluster" && r.Name == p.Spec.ClusterName }) {
+			t.Errorf("%T %s is not owned by its Cluster: %v", o, o.GetName(), o.GetOwnerReferences())
+		}
+		if w := ownerRefWriters(o); len(w) > 0 {
+			t.Errorf("%T %s had its owner references written by %v, want by nodepool alone", o, o.GetName(), w)
+		}
 	}
 	if err := simtest.CreateMachineTemplate(ctx, env.Client, p.Namespace, "large", simv1.SimMachineSpec{CPUs: 8}); err != nil {
 		t.Fatal(err)
