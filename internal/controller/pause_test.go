@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
@@ -59,5 +60,25 @@ func TestThePoolIsOwnedByItsClusterOnceAndFollowsItsUID(t *testing.T) {
 	ownByCluster(p, nil)
 	if len(p.OwnerReferences) != 1 {
 		t.Fatalf("no Cluster changed the owner references: %+v", p.OwnerReferences)
+	}
+}
+
+// What the pool makes carries its Cluster's owner reference exactly as
+// Cluster API writes it (util.HasExactOwnerRef: no controller flag), and
+// nothing when the pool has no Cluster yet.
+func TestAPoolsObjectsAreMadeOwnedByItsClusterAsClusterAPIWouldOwnThem(t *testing.T) {
+	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c1", UID: "u1"}}
+	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "workers"}}
+	md := &clusterv1.MachineDeployment{}
+	clusterOwned(pool, md)
+	if len(md.OwnerReferences) != 0 {
+		t.Fatalf("owner references %v for a pool with no Cluster, want none", md.OwnerReferences)
+	}
+	ownByCluster(pool, c)
+	clusterOwned(pool, md)
+	clusterOwned(pool, md) // made again: still one
+	want := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "c1", UID: "u1"}
+	if len(md.OwnerReferences) != 1 || !util.HasExactOwnerRef(md.OwnerReferences, want) {
+		t.Errorf("owner references %v, want exactly %v", md.OwnerReferences, want)
 	}
 }
