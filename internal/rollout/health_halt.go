@@ -48,11 +48,16 @@ func haltHolds(in Input, target *UserData) *halt {
 // newHalt is the halt to record for a rollout of target that failed on
 // machine: the payload it failed on is what target's token serves.
 func newHalt(in Input, target *UserData, machine string) halt {
-	served := target.PayloadHash
-	if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)]; ok && t.PayloadHash != "" {
-		served = t.PayloadHash
+	return halt{rollout: target.RolloutHash, payload: servedBy(in, target), machine: machine}
+}
+
+// servedBy is the payload ud's token serves, or ud's own when its token
+// names none.
+func servedBy(in Input, ud *UserData) string {
+	if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, ud.RolloutHash)]; ok && t.PayloadHash != "" {
+		return t.PayloadHash
 	}
-	return halt{rollout: target.RolloutHash, payload: served, machine: machine}
+	return ud.PayloadHash
 }
 
 // forcedFrom is the payload target's token served before the forced
@@ -89,10 +94,7 @@ func lastHealthy(in Input, target, running *UserData) string {
 	}
 	hash := ""
 	if running != nil && running.Name != target.Name {
-		hash = running.PayloadHash
-		if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, running.RolloutHash)]; ok && t.PayloadHash != "" {
-			hash = t.PayloadHash
-		}
+		hash = servedBy(in, running)
 	} else {
 		hash = forcedFrom(in, target)
 		if from, to := forcedPayloads(in, target); to != "" && from == to {
@@ -106,11 +108,7 @@ func lastHealthy(in Input, target, running *UserData) string {
 			// whose MachineSet kept machines a halt of its earlier rollout
 			// had booted the last healthy payload with (seed 8994942):
 			// what the nodes run besides the rollout's own payload.
-			own := target.PayloadHash
-			if t, ok := in.Tokens[secrets.TokenSecretName(in.Pool.Name, target.RolloutHash)]; ok && t.PayloadHash != "" {
-				own = t.PayloadHash
-			}
-			hash = nodesPayload(in, own)
+			hash = nodesPayload(in, servedBy(in, target))
 		}
 	}
 	if _, ok := in.Payloads[hash]; !ok {
