@@ -245,7 +245,11 @@ func CurrentRollout(records []appsv1.ControllerRevision) *rollout.CurrentRollout
 	if cr == nil {
 		return nil
 	}
-	cur := &rollout.CurrentRollout{Revision: cr.Revision, State: map[string]string{}}
+	cur := &rollout.CurrentRollout{Revision: cr.Revision, State: map[string]string{},
+		InProgress: cr.Annotations[history.AnnotationOutcome] == history.OutcomeInProgress}
+	if e, err := history.Decode(cr); err == nil {
+		cur.RolloutHash, cur.Started, cur.Forced = e.RolloutHash, e.Started, e.ForcedAt != nil
+	}
 	for _, k := range rollout.RecordKeys {
 		if v, ok := cr.Annotations[k]; ok && v != "" {
 			cur.State[k] = v

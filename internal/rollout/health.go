@@ -114,6 +114,9 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 	case forcing:
 		forcedAt = md.RolloutAfter
 	}
+	// An owner's rollout onto the user-data the oldest machines run is
+	// on trial from its start (returning).
+	returning := returningSince(in, d, target, running)
 	held := haltHolds(in, target) // health_halt.go
 	if held != nil {
 		h.Machine = held.machine
@@ -153,7 +156,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 			onTrial = onTarget(m) && !rolledBack && forcedAt != nil && !m.setCreated().Before(*forcedAt) && !notOnTrial
 		} else {
 			onTrial = onTarget(m) && !rolledBack && (running == nil || running.Name != target.Name ||
-				(m.Gate != nil && !m.Gate.Status) || forcedTrial(md, m))
+				(m.Gate != nil && !m.Gate.Status) || forcedTrial(md, m) || returning != nil && !m.Created.Before(*returning))
 		}
 		if running == nil && m.Gate == nil {
 			onTrial = false // a new pool's first machines: nothing to compare with
@@ -249,7 +252,7 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 		} else {
 			haltedHealth(in, h, held, target, running) // health_halt.go
 		}
-	case !inProgress && !forcing || len(trial) == 0 && !forcing && (running == nil || target == nil || running.Name == target.Name):
+	case !inProgress && !forcing || len(trial) == 0 && !forcing && returning == nil && (running == nil || target == nil || running.Name == target.Name):
 		h.Phase = HealthIdle
 	case !canaryDone:
 		h.Phase = HealthCanary
@@ -269,6 +272,31 @@ func decideHealth(in Input, d Decision, running *UserData) *HealthState {
 // rollout's.
 func forcedTrial(md *MachineDeployment, m MachineHealth) bool {
 	return md != nil && md.RolloutAfter != nil && md.MachinesBeforeRolloutAfter > 0 && !m.setCreated().Before(*md.RolloutAfter)
+}
+
+// returningSince is when the owner's rollout of target started, for a
+// rollout onto the user-data the pool's oldest machines run: a
+// configuration applied again while the rollout that left it is still in
+// progress, its MachineSet still holding machines. Its user-data keeps its
+// name, but its token serves the payload the rollout starts with
+// (tokens.go), which the old machines may never have run (the platform
+// changed meanwhile; seed 6855), so the machines made since it started
+// are on trial like any rollout's. Nil for any other rollout, and once
+// the rollout ended.
+func returningSince(in Input, d Decision, target, running *UserData) *time.Time {
+	if target == nil || running == nil || running.Name != target.Name {
+		return nil
+	}
+	if d.Action == ActionStart {
+		at := in.Now // the record this plan starts
+		return &at
+	}
+	cur := in.Current
+	if !d.InProgress || cur == nil || !cur.InProgress || cur.Forced || cur.RolloutHash != target.RolloutHash || cur.Started.IsZero() {
+		return nil
+	}
+	at := cur.Started
+	return &at
 }
 
 // setCreated is the time Cluster API compares with rollout.after.
@@ -439,6 +467,12 @@ func holdScaleUp(in Input, d Decision, p *Plan) string {
 	// Never fewer than the machines kept: a count below them would make
 	// Cluster API delete them, and each deletion would lower it again.
 	old := h.Kept
+	if old <= 0 {
+		// No machine is kept beside the trial (they were all deleted):
+		// the pool grows on the canary (and the trial machines it has),
+		// as Cluster API makes no new machine beyond the replicas.
+		old = max(h.Trial, min(h.Settings.Canary, d.Replicas))
+	}
 	if old <= 0 || old >= d.Replicas {
 		return ""
 	}

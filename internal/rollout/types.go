@@ -80,6 +80,13 @@ type Input struct {
 // what the engine keeps on it while the rollout lasts (record.go).
 type CurrentRollout struct {
 	Revision int64
+	// RolloutHash is the rollout the record is of, Started when it
+	// started; InProgress is true until it ends (Complete, Superseded,
+	// Failed) and Forced for a forced rollout (the record has a forcedAt).
+	RolloutHash string
+	Started     time.Time
+	InProgress  bool
+	Forced      bool
 	// State holds the record's keys of RecordKeys, by key.
 	State map[string]string
 }

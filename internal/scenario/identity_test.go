@@ -668,3 +668,30 @@ func TestScenarioAMachineTheFailedRolloutsSetMakesDuringARollbackBootsTheRollbac
 		t.Errorf("machines %v boot the configuration that failed (c2)\n%s", on, w.Trace())
 	}
 }
+
+// Seed 6855: a configuration applied again while the rollout that left it
+// still drains is a rollout of its own once the platform changed
+// meanwhile. Its token serves the latest payload, which none of the pool's
+// machines ran, so the machines it makes are on trial although the oldest
+// MachineSet is the configuration's own; and a scale-up while no machine
+// is left beside the trial grows on the canary first, never on a payload
+// no canary passed.
+func TestScenarioAConfigurationAppliedAgainAfterAPlatformChangeGrowsOnItsCanary(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 1, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+		drainPolicy(nodepoolv1.DrainWait, time.Hour)(np)
+	}})
+	w.After(time.Minute, "a PodDisruptionBudget allows no eviction; owner edits the config to c2", func(*World) {
+		p.DrainBlocked = true
+		p.Inputs.Config = "c2"
+	})
+	w.After(2*time.Hour, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
+	w.After(3*time.Hour, "owner edits the config back to c1", func(*World) { p.Inputs.Config = "c1" })
+	w.After(4*time.Hour, "owner scales to 5", func(*World) { p.Obj.Spec.Replicas = ptrInt(5) })
+	w.After(6*time.Hour, "the budget allows evictions again", func(*World) { p.UnblockDrains() })
+	run(t, w, 12*time.Hour) // NoMoreThanCanaryOnAnUntestedPayload
+	if got := onPayloads(p)[latestHash(p)]; got != 5 {
+		t.Errorf("%d of 5 machines on c1 with r2 once its canary passed\n%s", got, w.Trace())
+	}
+}

@@ -187,6 +187,7 @@ var soakSeeds = []int64{
 	1348,    // a repaired machine of the failed rollout's MachineSet, made during the rollback, booted the failed payload
 	3549,    // a resume carried out as the owner's undo started put the old rollout's drain halt on the undo's record
 	8994942, // a configuration applied again after its undo: its token, left from the failed rollout, served the failed payload; then, halted, no last healthy payload was known
+	6855,    // a configuration applied again while the rollout that left it still drained: its machines, on the latest platform, were not on trial, and a scale-up with no machine kept beside the trial was not held
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {

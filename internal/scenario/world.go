@@ -413,7 +413,8 @@ func (p *Pool) current() *rollout.CurrentRollout {
 		return nil
 	}
 	r := p.History[n-1]
-	c := &rollout.CurrentRollout{Revision: r.Revision, State: map[string]string{}}
+	c := &rollout.CurrentRollout{Revision: r.Revision, State: map[string]string{}, RolloutHash: r.RolloutHash, Started: r.Started,
+		InProgress: r.Outcome == OutcomeInProgress, Forced: r.ForcedAt != nil}
 	for k, v := range r.State {
 		c.State[k] = v
 	}
