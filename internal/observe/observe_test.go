@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/history"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/observe"
@@ -69,5 +72,42 @@ func TestSummarizeFindsWhatTheMachinesRun(t *testing.T) {
 	md.Status.UpToDateReplicas = ptr.To[int32](3)
 	if got := observe.Summarize(md, sets[:1], nil); !got.Complete || got.RunningDataSecretName != "workers-userdata-new" {
 		t.Errorf("complete: %+v", got)
+	}
+}
+
+// The engine reads the pool's current rollout from its newest record of
+// the controller's own: what rollout it is, when it started, whether it
+// still runs and whether it was forced, and what the engine keeps on it.
+func TestTheCurrentRolloutIsItsNewestRecordOfTheControllers(t *testing.T) {
+	started := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	forcedAt := started.Add(time.Minute)
+	mk := func(e history.Entry, outcome string, state map[string]string) appsv1.ControllerRevision {
+		cr, err := history.New("ns", "workers", e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.Annotations[history.AnnotationOutcome] = outcome
+		for k, v := range state {
+			cr.Annotations[k] = v
+		}
+		return *cr
+	}
+	records := []appsv1.ControllerRevision{
+		mk(history.Entry{Revision: 1, RolloutHash: "a", Started: started.Add(-time.Hour)}, history.OutcomeComplete, nil),
+		mk(history.Entry{Revision: 2, RolloutHash: "b", Started: started, ForcedAt: &forcedAt}, history.OutcomeInProgress,
+			map[string]string{nodepoolv1.AnnotationHalted: "b/p/m"}),
+		mk(history.Entry{Revision: 3, Initiator: history.InitiatorExternal, Started: started.Add(time.Hour)}, history.OutcomeReverted, nil),
+	}
+	cur := observe.CurrentRollout(records)
+	if cur == nil || cur.Revision != 2 || cur.RolloutHash != "b" || !cur.Started.Equal(started) || !cur.InProgress || !cur.Forced ||
+		cur.State[nodepoolv1.AnnotationHalted] != "b/p/m" {
+		t.Errorf("current rollout %+v, want revision 2 (b, started %s, in progress, forced, halted)", cur, started)
+	}
+	records[1].Annotations[history.AnnotationOutcome] = history.OutcomeSuperseded
+	if cur := observe.CurrentRollout(records); cur == nil || cur.InProgress {
+		t.Errorf("a superseded record is in progress: %+v", cur)
+	}
+	if cur := observe.CurrentRollout(nil); cur != nil {
+		t.Errorf("no records, current %+v", cur)
 	}
 }

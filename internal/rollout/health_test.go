@@ -222,3 +222,54 @@ func TestAForcedRolloutsNewMachinesAreOnTrial(t *testing.T) {
 		})
 	}
 }
+
+// A configuration applied again while the rollout that left it still
+// drains keeps its user-data, MachineSet and token, which now serves the
+// latest payload: on record, the machines made since the rollout started
+// are on trial; before it started, and once it ended, they are not.
+func TestAConfigurationAppliedAgainIsOnTrialFromItsStart(t *testing.T) {
+	ud := &UserData{Name: "workers-ud", RolloutHash: "h", Version: "v1"}
+	health := nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: time.Minute},
+		ProgressDeadline: &metav1.Duration{Duration: 5 * time.Minute}}
+	started := t0.Add(-10 * time.Minute)
+	old := MachineHealth{Name: "a", UserData: ud.Name, Version: "v1", Created: t0.Add(-time.Hour), Node: "a", Healthy: true,
+		HealthySince: t0.Add(-time.Hour), Gate: &Gate{Status: true, Reason: nodepoolv1.GateReasonNotOnTrial}}
+	fresh := MachineHealth{Name: "b", UserData: ud.Name, Version: "v1", Created: t0.Add(-time.Minute), Signal: "no node yet"}
+	for _, tc := range []struct {
+		name       string
+		current    *CurrentRollout
+		inProgress bool
+		action     Action
+		wantPhase  HealthPhase
+		wantGate   string
+	}{
+		{"on record and in progress, a machine made since its start is its canary",
+			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: started, InProgress: true}, true, ActionNone, HealthCanary, "False/WaitingForNode"},
+		{"as it starts, the pool is on trial",
+			&CurrentRollout{Revision: 2, RolloutHash: "other", Started: started.Add(-time.Hour), InProgress: true}, true, ActionStart, HealthCanary, "True/NotOnTrial"},
+		{"a record of another rollout puts nothing on trial",
+			&CurrentRollout{Revision: 2, RolloutHash: "other", Started: started, InProgress: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
+		{"a forced rollout's record is the forced rollout's trial, not this one",
+			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: started, InProgress: true, Forced: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
+		{"once the rollout ended, a new machine is not on trial",
+			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: started}, false, ActionNone, HealthIdle, "True/NotOnTrial"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := health
+			pool := &nodepoolv1.NodePool{Spec: nodepoolv1.NodePoolSpec{Replicas: ptr.To[int32](2), Management: nodepoolv1.Management{Health: &h}}}
+			in := Input{Pool: pool, Now: t0, Machines: []MachineHealth{old, fresh}, MachineDeployment: &MachineDeployment{DataSecretName: ud.Name},
+				Current: tc.current}
+			d := Decision{Action: tc.action, Target: ud, Running: ud, Replicas: 2, InProgress: tc.inProgress}
+			s := decideHealth(in, d, ud)
+			got := ""
+			for _, g := range s.gates {
+				if g.Machine == "b" {
+					got = map[bool]string{true: "True", false: "False"}[g.Status] + "/" + g.Reason
+				}
+			}
+			if s.Phase != tc.wantPhase || got != tc.wantGate {
+				t.Errorf("phase %q, gate of b %q; want %q, %q", s.Phase, got, tc.wantPhase, tc.wantGate)
+			}
+		})
+	}
+}
