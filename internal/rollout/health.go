@@ -281,8 +281,10 @@ func forcedTrial(md *MachineDeployment, m MachineHealth) bool {
 // name, but its token serves the payload the rollout starts with
 // (tokens.go), which the old machines may never have run (the platform
 // changed meanwhile; seed 6855), so the machines made since it started
-// are on trial like any rollout's. Nil for any other rollout, and once
-// the rollout ended.
+// are on trial like any rollout's. Nil for any other rollout (a new
+// pool's first is none: its MachineDeployment's status says its first
+// machines are there only a while after they are), and once the rollout
+// ended.
 func returningSince(in Input, d Decision, target, running *UserData) *time.Time {
 	if target == nil || running == nil || running.Name != target.Name {
 		return nil
@@ -292,7 +294,8 @@ func returningSince(in Input, d Decision, target, running *UserData) *time.Time 
 		return &at
 	}
 	cur := in.Current
-	if !d.InProgress || cur == nil || !cur.InProgress || cur.Forced || cur.RolloutHash != target.RolloutHash || cur.Started.IsZero() {
+	if !d.InProgress || cur == nil || !cur.InProgress || cur.Forced || cur.RolloutHash != target.RolloutHash || cur.Started.IsZero() ||
+		cur.Revision <= 1 { // a new pool's first machines: nothing to compare with
 		return nil
 	}
 	at := cur.Started

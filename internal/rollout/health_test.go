@@ -251,6 +251,8 @@ func TestAConfigurationAppliedAgainIsOnTrialFromItsStart(t *testing.T) {
 			&CurrentRollout{Revision: 2, RolloutHash: "other", Started: started, InProgress: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
 		{"a forced rollout's record is the forced rollout's trial, not this one",
 			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: started, InProgress: true, Forced: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
+		{"a new pool's first rollout has nothing to compare with",
+			&CurrentRollout{Revision: 1, RolloutHash: "h", Started: started, InProgress: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
 		{"once the rollout ended, a new machine is not on trial",
 			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: started}, false, ActionNone, HealthIdle, "True/NotOnTrial"},
 	} {

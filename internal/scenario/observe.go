@@ -194,6 +194,12 @@ func (p *Pool) mdStatus() mdStatus {
 	var s mdStatus
 	newMS := p.newSet()
 	for _, m := range p.Machines {
+		if !m.Created.Before(p.w.Now) {
+			// Cluster API's status counts a machine a reconcile after it
+			// made it: a new pool's MachineDeployment is not complete at
+			// the look that made it.
+			continue
+		}
 		s.replicas++
 		if p.machineReady(m) {
 			s.ready++
