@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/payload"
@@ -469,19 +470,25 @@ func holdScaleUp(in Input, d Decision, p *Plan) string {
 	}
 	// Never fewer than the machines kept: a count below them would make
 	// Cluster API delete them, and each deletion would lower it again.
-	old := h.Kept
-	if old <= 0 {
+	keep := h.Kept
+	switch {
+	case in.NodesUnread:
+		// The machines cannot be judged (the workload cluster's Nodes
+		// are unread, the first seconds after a start): a hold stays as
+		// the MachineDeployment has it, neither released nor lowered.
+		keep = ptr.Deref(md.SpecReplicas, d.Replicas)
+	case keep <= 0:
 		// No machine is kept beside the trial (they were all deleted):
 		// the pool grows on the canary (and the trial machines it has),
 		// as Cluster API makes no new machine beyond the replicas.
-		old = max(h.Trial, min(h.Settings.Canary, d.Replicas))
+		keep = max(h.Trial, min(h.Settings.Canary, d.Replicas))
 	}
-	if old <= 0 || old >= d.Replicas {
+	if keep <= 0 || keep >= d.Replicas {
 		return ""
 	}
-	p.MachineDeployment.Replicas = &old
+	p.MachineDeployment.Replicas = &keep
 	return fmt.Sprintf("%d of %d machines wait for the canary (the MachineDeployment keeps %d until it passes), so no new machine boots a payload no canary has passed",
-		d.Replicas-old, d.Replicas, old)
+		d.Replicas-keep, d.Replicas, keep)
 }
 
 // rollingBack reports whether the health gate's rollback is in progress:

@@ -275,3 +275,38 @@ func TestAConfigurationAppliedAgainIsOnTrialFromItsStart(t *testing.T) {
 		})
 	}
 }
+
+// A scale-up during the canary waits for it: the MachineDeployment keeps
+// the machines kept beside the trial, the canary's count when none is
+// kept, and, while the machines cannot be judged (Nodes unread), what it
+// has; never fewer machines than exist.
+func TestAScaleUpDuringTheCanaryIsHeldNeverBelowTheMachinesThatExist(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		kept       int32
+		trial      int32
+		unread     bool
+		mdReplicas *int32
+		want       *int32
+	}{
+		{name: "the old machines are kept, the canary surges beside them", kept: 2, trial: 1, want: ptr.To[int32](2)},
+		{name: "no machine kept: the pool grows on the canary", kept: 0, want: ptr.To[int32](1)},
+		{name: "no machine kept, two on trial made before the hold: both stay", kept: 0, trial: 2, want: ptr.To[int32](2)},
+		{name: "Nodes unread: the hold the MachineDeployment has stays", unread: true, mdReplicas: ptr.To[int32](2), want: ptr.To[int32](2)},
+		{name: "Nodes unread and no hold: nothing is lowered", unread: true, mdReplicas: ptr.To[int32](5)},
+		{name: "as many kept as wanted: nothing to hold", kept: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := &nodepoolv1.NodePool{}
+			in := Input{Pool: pool, NodesUnread: tc.unread, MachineDeployment: &MachineDeployment{SpecReplicas: tc.mdReplicas}}
+			h := &HealthState{Phase: HealthCanary, Kept: tc.kept, Trial: tc.trial}
+			h.Settings.Canary = 1
+			p := &Plan{MachineDeployment: &MachineDeploymentTarget{}}
+			said := holdScaleUp(in, Decision{Replicas: 5, Health: h}, p)
+			got := p.MachineDeployment.Replicas
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want || (said == "") != (tc.want == nil) {
+				t.Errorf("held at %v (%q), want %v", ptr.Deref(got, -1), said, ptr.Deref(tc.want, -1))
+			}
+		})
+	}
+}

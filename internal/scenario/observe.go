@@ -69,7 +69,9 @@ func (p *Pool) Observe() rollout.Input {
 		}
 		in.Nodes = append(in.Nodes, rollout.Node{Name: m.Name, Payload: payload.PayloadLabelValue(m.Payload), Ready: m.NodeReady(now)})
 	}
-	if h := pool.Spec.Management.Health; h != nil {
+	if h := pool.Spec.Management.Health; h != nil && !in.NodesUnread {
+		// As the controller: without the Nodes no machine's health is
+		// known, so the engine gets none.
 		for _, m := range p.Machines {
 			mh := rollout.MachineHealth{Name: m.Name, UserData: m.DataSecretName, Version: m.Version, Created: m.Created, Signal: "no node yet"}
 			if p.MD != nil {
