@@ -290,17 +290,26 @@ func returningSince(in Input, d Decision, target, running *UserData) *time.Time 
 	if target == nil || running == nil || running.Name != target.Name {
 		return nil
 	}
+	// Its user-data was made before it started (by the rollout it
+	// returns to), not by it: an owner's rollout whose old machines are
+	// all gone also runs its own user-data before its MachineDeployment
+	// is complete, and its later machines are not on trial (a Secret's
+	// creation time has whole seconds).
+	reused := func(start time.Time) *time.Time {
+		if target.Created.IsZero() || !target.Created.Before(start.Truncate(time.Second)) {
+			return nil
+		}
+		return &start
+	}
 	if d.Action == ActionStart {
-		at := in.Now // the record this plan starts
-		return &at
+		return reused(in.Now) // the record this plan starts
 	}
 	cur := in.Current
 	if !d.InProgress || cur == nil || !cur.InProgress || cur.Forced || cur.RolloutHash != target.RolloutHash || cur.Started.IsZero() ||
 		cur.Revision <= 1 { // a new pool's first machines: nothing to compare with
 		return nil
 	}
-	at := cur.Started
-	return &at
+	return reused(cur.Started)
 }
 
 // setCreated is the time Cluster API compares with rollout.after.

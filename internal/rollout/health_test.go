@@ -228,7 +228,7 @@ func TestAForcedRolloutsNewMachinesAreOnTrial(t *testing.T) {
 // latest payload: on record, the machines made since the rollout started
 // are on trial; before it started, and once it ended, they are not.
 func TestAConfigurationAppliedAgainIsOnTrialFromItsStart(t *testing.T) {
-	ud := &UserData{Name: "workers-ud", RolloutHash: "h", Version: "v1"}
+	ud := &UserData{Name: "workers-ud", RolloutHash: "h", Version: "v1", Created: t0.Add(-2 * time.Hour)}
 	health := nodepoolv1.Health{Canary: ptr.To(intstr.FromInt32(1)), CanarySoak: &metav1.Duration{Duration: time.Minute},
 		ProgressDeadline: &metav1.Duration{Duration: 5 * time.Minute}}
 	started := t0.Add(-10 * time.Minute)
@@ -253,6 +253,8 @@ func TestAConfigurationAppliedAgainIsOnTrialFromItsStart(t *testing.T) {
 			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: started, InProgress: true, Forced: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
 		{"a new pool's first rollout has nothing to compare with",
 			&CurrentRollout{Revision: 1, RolloutHash: "h", Started: started, InProgress: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
+		{"a rollout that made its user-data is not one applied again, once its old machines are gone",
+			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: t0.Add(-2*time.Hour + 500*time.Millisecond), InProgress: true}, true, ActionNone, HealthIdle, "True/NotOnTrial"},
 		{"once the rollout ended, a new machine is not on trial",
 			&CurrentRollout{Revision: 3, RolloutHash: "h", Started: started}, false, ActionNone, HealthIdle, "True/NotOnTrial"},
 	} {
