@@ -60,11 +60,16 @@ func (p *Plan) recordedValue(key string) (string, bool) {
 }
 
 // withState returns in whose current record holds state on top of what
-// it held: what the engine reads after a request it carried out.
+// it held: what the engine reads after a request it carried out. The
+// record stays the rollout it is (its hash, start and outcome): a resumed
+// configuration applied again is still on trial from its start (seed 8910).
 func withState(in Input, state map[string]string) Input {
-	cur := CurrentRollout{State: map[string]string{}}
+	cur := CurrentRollout{}
 	if in.Current != nil {
-		cur.Revision = in.Current.Revision
+		cur = *in.Current
+	}
+	cur.State = make(map[string]string, len(cur.State)+len(state))
+	if in.Current != nil {
 		for k, v := range in.Current.State {
 			cur.State[k] = v
 		}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"maps"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -73,7 +74,8 @@ func TestARolloutsStateIsKeptOnItsRecord(t *testing.T) {
 // A resume request ends the halt of the rollout it names, and only that
 // one; it is removed either way.
 func TestAResumeRequestEndsTheHaltOfTheRolloutItNames(t *testing.T) {
-	current := &CurrentRollout{Revision: 4, State: map[string]string{
+	started := time.Date(2026, 10, 20, 16, 29, 42, 0, time.UTC)
+	current := &CurrentRollout{Revision: 4, RolloutHash: "r", Started: started, InProgress: true, State: map[string]string{
 		nodepoolv1.AnnotationHalted: "r/p/m1", nodepoolv1.AnnotationDrainHalted: "r/m2"}}
 	for _, tc := range []struct {
 		request string
@@ -96,6 +98,11 @@ func TestAResumeRequestEndsTheHaltOfTheRolloutItNames(t *testing.T) {
 		}
 		if tc.resumed && (p.RecordState[nodepoolv1.AnnotationHalted] != "" || p.RecordState[nodepoolv1.AnnotationDrainHalted] != "r/m2"+drainResumed) {
 			t.Errorf("request %q: record state %v, want the halt removed and the drain halt excused", tc.request, p.RecordState)
+		}
+		// The record stays the rollout it is: a configuration applied
+		// again is on trial from its start after a resume too (seed 8910).
+		if c := in.Current; c == nil || c.Revision != 4 || c.RolloutHash != "r" || !c.Started.Equal(started) || !c.InProgress {
+			t.Errorf("request %q: the record read after it is %+v, want revision 4 of rollout r, in progress since %s", tc.request, c, started)
 		}
 		if len(p.Events) != 1 || p.Events[0].Reason != tc.reason {
 			t.Errorf("request %q: events %+v, want one %s", tc.request, p.Events, tc.reason)

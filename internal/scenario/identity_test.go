@@ -695,3 +695,34 @@ func TestScenarioAConfigurationAppliedAgainAfterAPlatformChangeGrowsOnItsCanary(
 		t.Errorf("%d of 5 machines on c1 with r2 once its canary passed\n%s", got, w.Trace())
 	}
 }
+
+// Seed 8910: a person who resumes a drain halt resumes the rollout on its
+// record, which stays the rollout it is. A configuration applied again
+// while the old machines' drains were blocked is on trial from its start;
+// resuming its drain halt as the budget allows evictions again must not
+// make the engine forget that for a look, or Cluster API replaces the
+// drained machines beyond the canary at once, on a payload no canary
+// passed.
+func TestScenarioResumingTheDrainHaltOfAConfigurationAppliedAgainKeepsItsCanary(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 4, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+		np.Spec.Management.Replace.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(2))
+		np.Spec.Management.Replace.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
+		drainPolicy(nodepoolv1.DrainHalt, time.Hour)(np)
+	}})
+	w.After(time.Minute, "a PodDisruptionBudget allows no eviction; owner edits the config to c2", func(*World) {
+		p.DrainBlocked = true
+		p.Inputs.Config = "c2"
+	})
+	w.After(2*time.Hour, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
+	w.After(3*time.Hour, "owner edits the config back to c1", func(*World) { p.Inputs.Config = "c1" })
+	w.After(5*time.Hour, "the budget allows evictions again; a person resumes", func(*World) {
+		p.UnblockDrains()
+		p.Resumed()
+	})
+	run(t, w, 12*time.Hour) // NoMoreThanCanaryOnAnUntestedPayload
+	if len(p.Machines) != 4 || p.MD.Replicas != 4 {
+		t.Errorf("%d machines, MachineDeployment %d, want 4\n%s", len(p.Machines), p.MD.Replicas, w.Trace())
+	}
+}

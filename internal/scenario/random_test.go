@@ -189,6 +189,7 @@ var soakSeeds = []int64{
 	8994942, // a configuration applied again after its undo: its token, left from the failed rollout, served the failed payload; then, halted, no last healthy payload was known
 	6855,    // a configuration applied again while the rollout that left it still drained: its machines, on the latest platform, were not on trial, and a scale-up with no machine kept beside the trial was not held
 	7893,    // an owner's rollout whose old machines were all gone before Cluster API's status said it complete was taken for a configuration applied again: its last machine, on trial, halted the pool after the rollout completed
+	8910,    // a resume carried out forgot the rollout its record is for a look: a configuration applied again, its old machines drained at once, made more than the canary on the latest platform
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {
