@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -64,19 +65,14 @@ func (p *Plan) recordedValue(key string) (string, bool) {
 // record stays the rollout it is (its hash, start and outcome): a resumed
 // configuration applied again is still on trial from its start (seed 8910).
 func withState(in Input, state map[string]string) Input {
-	cur := CurrentRollout{}
+	var cur CurrentRollout
 	if in.Current != nil {
 		cur = *in.Current
 	}
-	cur.State = make(map[string]string, len(cur.State)+len(state))
-	if in.Current != nil {
-		for k, v := range in.Current.State {
-			cur.State[k] = v
-		}
-	}
-	for k, v := range state {
-		cur.State[k] = v // "" is read as removed, not as an older pool annotation
-	}
+	held := make(map[string]string, len(cur.State)+len(state))
+	maps.Copy(held, cur.State)
+	maps.Copy(held, state) // "" is read as removed, not as an older pool annotation
+	cur.State = held
 	in.Current = &cur
 	return in
 }

@@ -682,12 +682,7 @@ func TestScenarioAConfigurationAppliedAgainAfterAPlatformChangeGrowsOnItsCanary(
 		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
 		drainPolicy(nodepoolv1.DrainWait, time.Hour)(np)
 	}})
-	w.After(time.Minute, "a PodDisruptionBudget allows no eviction; owner edits the config to c2", func(*World) {
-		p.DrainBlocked = true
-		p.Inputs.Config = "c2"
-	})
-	w.After(2*time.Hour, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
-	w.After(3*time.Hour, "owner edits the config back to c1", func(*World) { p.Inputs.Config = "c1" })
+	applyAgainAfterAPlatformChange(w, p)
 	w.After(4*time.Hour, "owner scales to 5", func(*World) { p.Obj.Spec.Replicas = ptrInt(5) })
 	w.After(6*time.Hour, "the budget allows evictions again", func(*World) { p.UnblockDrains() })
 	run(t, w, 12*time.Hour) // NoMoreThanCanaryOnAnUntestedPayload
@@ -711,12 +706,7 @@ func TestScenarioResumingTheDrainHaltOfAConfigurationAppliedAgainKeepsItsCanary(
 		np.Spec.Management.Replace.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 		drainPolicy(nodepoolv1.DrainHalt, time.Hour)(np)
 	}})
-	w.After(time.Minute, "a PodDisruptionBudget allows no eviction; owner edits the config to c2", func(*World) {
-		p.DrainBlocked = true
-		p.Inputs.Config = "c2"
-	})
-	w.After(2*time.Hour, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
-	w.After(3*time.Hour, "owner edits the config back to c1", func(*World) { p.Inputs.Config = "c1" })
+	applyAgainAfterAPlatformChange(w, p)
 	w.After(5*time.Hour, "the budget allows evictions again; a person resumes", func(*World) {
 		p.UnblockDrains()
 		p.Resumed()
@@ -725,4 +715,17 @@ func TestScenarioResumingTheDrainHaltOfAConfigurationAppliedAgainKeepsItsCanary(
 	if len(p.Machines) != 4 || p.MD.Replicas != 4 {
 		t.Errorf("%d machines, MachineDeployment %d, want 4\n%s", len(p.Machines), p.MD.Replicas, w.Trace())
 	}
+}
+
+// applyAgainAfterAPlatformChange scripts what seeds 6855 and 8910 share:
+// the owner changes the config to c2 while a PodDisruptionBudget blocks
+// every drain, the platform bumps the renderer to r2, and the owner
+// applies c1 again while the old machines still drain (at +3h).
+func applyAgainAfterAPlatformChange(w *World, p *Pool) {
+	w.After(time.Minute, "a PodDisruptionBudget allows no eviction; owner edits the config to c2", func(*World) {
+		p.DrainBlocked = true
+		p.Inputs.Config = "c2"
+	})
+	w.After(2*time.Hour, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
+	w.After(3*time.Hour, "owner edits the config back to c1", func(*World) { p.Inputs.Config = "c1" })
 }
