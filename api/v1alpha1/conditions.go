@@ -172,6 +172,13 @@ const (
 	// carried out; a request naming a rollout that is no longer the
 	// current one resumes nothing.
 	AnnotationResume = "nodepool.dev/resume"
+	// AnnotationRestoredTemplate on a Replace pool's MachineSet records
+	// the template values the controller wrote back over an edit made
+	// outside the pool, as a JSON object of field name to value. Cluster
+	// API applies a MachineSet whole, from its cache, and can write the
+	// edited values back over the restore; while the MachineDeployment
+	// still holds the recorded values, the controller restores them again.
+	AnnotationRestoredTemplate = "nodepool.dev/restored-template"
 	// LabelPool names the pool (its name) an object belongs to.
 	LabelPool = "nodepool.dev/pool"
 	// LabelPayload is the node label carrying a prefix of the payload hash

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
 
 // External edits of a Replace pool's MachineSets. Cluster API makes them
@@ -78,6 +82,13 @@ func (r *Reconciler) detectExternalSets(ctx context.Context, rc *poolReconcile) 
 		}
 		found := externalWrites(fresh.ManagedFields, templateKnobs, own)
 		if len(found) == 0 {
+			if back := writtenBack(fresh, md); len(back) > 0 && covers(back, differ) {
+				// Recorded when first restored: restored again, unrecorded.
+				r.log(rc.pool).Info("Cluster API wrote an edit the controller restored back over the restore; restoring it again",
+					"machineSet", fresh.Name, "fields", back)
+				rc.w.setRestores = append(rc.w.setRestores, setRestore{set: fresh, fields: back})
+				continue
+			}
 			checked[ms.UID] = ms.Generation
 			continue
 		}
@@ -125,6 +136,71 @@ func restorable(ms *clusterv1.MachineSet, sets []clusterv1.MachineSet, md *clust
 	return ""
 }
 
+// writtenBack lists the fields of ms that the controller restored
+// (AnnotationRestoredTemplate) and that differ again from the values it
+// restored, while the MachineDeployment still holds those values. Cluster
+// API's MachineDeployment controller applies each MachineSet whole, its
+// template as its cache holds it, with forced ownership: an apply from a
+// cache read before the restore writes the edit back, under Cluster API's
+// field manager, where the edit's own manager no longer shows.
+func writtenBack(ms *clusterv1.MachineSet, md *clusterv1.MachineDeployment) []string {
+	raw := ms.Annotations[nodepoolv1.AnnotationRestoredTemplate]
+	if raw == "" {
+		return nil
+	}
+	var restored map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &restored); err != nil {
+		return nil
+	}
+	setValues, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ms)
+	if err != nil {
+		return nil
+	}
+	mdValues, err := runtime.DefaultUnstructuredConverter.ToUnstructured(md)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, k := range templateKnobs {
+		want, ok := restored[k.name]
+		if !ok {
+			continue
+		}
+		if sameJSON(valueAt(mdValues, k.path), want) && !sameJSON(valueAt(setValues, k.path), want) {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+// valueAt is the JSON of the value at path (null when there is none).
+func valueAt(obj map[string]any, path []string) json.RawMessage {
+	v, _ := at(obj, path)
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// sameJSON compares two JSON values by their canonical form.
+func sameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	ca, _ := json.Marshal(va)
+	cb, _ := json.Marshal(vb)
+	return string(ca) == string(cb)
+}
+
+// covers reports whether fields name every knob in differ.
+func covers(fields []string, differ []knob) bool {
+	for _, k := range differ {
+		if !slices.Contains(fields, k.name) {
+			return false
+		}
+	}
+	return true
+}
+
 // revisionOf is a MachineSet's Cluster API revision (0 without one).
 func revisionOf(ms *clusterv1.MachineSet) int64 {
 	n, _ := strconv.ParseInt(ms.Annotations[clusterv1.RevisionAnnotation], 10, 64)
@@ -136,9 +212,10 @@ func revisionOf(ms *clusterv1.MachineSet) int64 {
 // that it still holds the value read (a JSON patch test: Cluster API's own
 // writes of the MachineSet meanwhile, its replicas and annotations, do
 // not make the restore fail; a newer edit of the field does, and the next
-// reconcile finds it). Cluster API then takes it for the pool's
-// MachineSet again: among those made from the template it keeps the one
-// with the most machines.
+// reconcile finds it), and records the values written in
+// AnnotationRestoredTemplate (writtenBack). Cluster API then takes it for
+// the pool's MachineSet again: among those made from the template it
+// keeps the one with the most machines.
 func (r *Reconciler) restoreSets(ctx context.Context, rc *poolReconcile) error {
 	if rc.w == nil || rc.w.MachineDeployment == nil {
 		return nil
@@ -147,23 +224,34 @@ func (r *Reconciler) restoreSets(ctx context.Context, rc *poolReconcile) error {
 	for _, s := range rc.w.setRestores {
 		got := s.set.Spec.Template.Spec
 		var ops []map[string]any
-		op := func(path string, was, to any) {
+		restored := map[string]any{}
+		op := func(field, path string, was, to any) {
 			ops = append(ops, map[string]any{"op": "test", "path": path, "value": was}, map[string]any{"op": "replace", "path": path, "value": to})
+			restored[field] = to
 		}
 		for _, f := range s.fields {
 			switch f {
 			case "spec.template.spec.version":
-				op("/spec/template/spec/version", got.Version, want.Version)
+				op(f, "/spec/template/spec/version", got.Version, want.Version)
 			case "spec.template.spec.bootstrap":
-				op("/spec/template/spec/bootstrap", got.Bootstrap, want.Bootstrap)
+				op(f, "/spec/template/spec/bootstrap", got.Bootstrap, want.Bootstrap)
 			case "spec.template.spec.infrastructureRef":
-				op("/spec/template/spec/infrastructureRef", got.InfrastructureRef, want.InfrastructureRef)
+				op(f, "/spec/template/spec/infrastructureRef", got.InfrastructureRef, want.InfrastructureRef)
 			case "spec.template.spec.failureDomain":
-				op("/spec/template/spec/failureDomain", got.FailureDomain, want.FailureDomain)
+				op(f, "/spec/template/spec/failureDomain", got.FailureDomain, want.FailureDomain)
 			}
 		}
 		if len(ops) == 0 {
 			continue
+		}
+		record, err := json.Marshal(restored)
+		if err != nil {
+			return err
+		}
+		if s.set.Annotations == nil {
+			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{nodepoolv1.AnnotationRestoredTemplate: string(record)}})
+		} else {
+			ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + strings.ReplaceAll(nodepoolv1.AnnotationRestoredTemplate, "/", "~1"), "value": string(record)})
 		}
 		patch, err := json.Marshal(ops)
 		if err != nil {

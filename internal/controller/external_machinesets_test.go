@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 )
 
 // An edited MachineSet of a Replace pool is restored from the
@@ -52,6 +55,45 @@ func TestAnEditedMachineSetIsRestoredOnlyWhenItsTemplateWasTheMachineDeployments
 		why := restorable(&c.sets[0], c.sets, md, x)
 		if (why == "") != c.restore || !strings.Contains(why, c.why) {
 			t.Errorf("%s: restorable says %q, want restored %v (%q)", c.name, why, c.restore, c.why)
+		}
+	}
+}
+
+// Cluster API applies a MachineSet whole from its cache: an apply read
+// before the controller's restore writes the edit back, under Cluster
+// API's own field manager. The values the controller restored are recorded
+// on the MachineSet, so it restores them again while the MachineDeployment
+// still holds them, and only then: once the pool's own template moved on,
+// the MachineSet is an old one.
+func TestAnEditClusterAPIWroteBackOverTheRestoreIsRestoredAgain(t *testing.T) {
+	spec := clusterv1.MachineSpec{ClusterName: "c1", Version: "v1.36.3", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("workers-abc-userdata")}}
+	md := &clusterv1.MachineDeployment{Spec: clusterv1.MachineDeploymentSpec{Template: clusterv1.MachineTemplateSpec{Spec: spec}}}
+	set := func(version, record string) *clusterv1.MachineSet {
+		ms := &clusterv1.MachineSet{}
+		ms.Spec.Template.Spec = *spec.DeepCopy()
+		ms.Spec.Template.Spec.Version = version
+		if record != "" {
+			ms.Annotations = map[string]string{nodepoolv1.AnnotationRestoredTemplate: record}
+		}
+		return ms
+	}
+	moved := md.DeepCopy()
+	moved.Spec.Template.Spec.Version = "v1.37.0"
+	for _, c := range []struct {
+		name string
+		ms   *clusterv1.MachineSet
+		md   *clusterv1.MachineDeployment
+		want []string
+	}{
+		{"written back", set("v1.99.0", `{"spec.template.spec.version":"v1.36.3"}`), md, []string{"spec.template.spec.version"}},
+		{"still restored", set("v1.36.3", `{"spec.template.spec.version":"v1.36.3"}`), md, nil},
+		{"never restored", set("v1.99.0", ""), md, nil},
+		{"the pool's template moved on", set("v1.36.3", `{"spec.template.spec.version":"v1.36.3"}`), moved, nil},
+		{"a record of another field", set("v1.99.0", `{"spec.template.spec.failureDomain":"zone-a"}`), md, nil},
+		{"an unreadable record", set("v1.99.0", `{`), md, nil},
+	} {
+		if got := writtenBack(c.ms, c.md); !slices.Equal(got, c.want) {
+			t.Errorf("%s: writtenBack = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

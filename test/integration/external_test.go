@@ -123,7 +123,7 @@ func TestAnExternalEditOfThePoolsMachineSetIsRecordedAndReverted(t *testing.T) {
 		}
 		return got
 	}, func(got *clusterv1.MachineSet) bool { return got.Spec.Template.Spec.Version == version },
-		func(got *clusterv1.MachineSet) string { return "version " + got.Spec.Template.Spec.Version })
+		func(got *clusterv1.MachineSet) string { return describeSet(t, p, got) })
 
 	recordedAndSaid(t, p, records, manager, written, []string{"spec.template.spec.version"}, "MachineSet "+ms.Name)
 
@@ -135,6 +135,30 @@ func TestAnExternalEditOfThePoolsMachineSetIsRecordedAndReverted(t *testing.T) {
 	st.HoldsFor(t, p, 5*time.Second, "no machine replaced", func(s stack.PoolState) bool {
 		return s.Machines.Equal(before.Machines)
 	})
+}
+
+// describeSet says what a wait on a MachineSet last saw: its version and
+// managers, the pool's MachineSets, and what the pool says of an external
+// change.
+func describeSet(t *testing.T, p *nodepoolv1.NodePool, ms *clusterv1.MachineSet) string {
+	t.Helper()
+	var managers, sets []string
+	for _, e := range ms.ManagedFields {
+		managers = append(managers, fmt.Sprintf("%s/%s@%v", e.Manager, e.Operation, e.Time))
+	}
+	for _, o := range machineSetsOf(t, p) {
+		sets = append(sets, fmt.Sprintf("%s(rev %s, version %s, replicas %d, created %v)", o.Name, o.Annotations[clusterv1.RevisionAnnotation],
+			o.Spec.Template.Spec.Version, ptr.Deref(o.Spec.Replicas, -1), o.CreationTimestamp))
+	}
+	got := &nodepoolv1.NodePool{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), got); err != nil {
+		t.Fatal(err)
+	}
+	var external any
+	if got.Status.Rollout != nil {
+		external = got.Status.Rollout.External
+	}
+	return fmt.Sprintf("version %s, managers %v; MachineSets %v; status.rollout.external %+v", ms.Spec.Template.Spec.Version, managers, sets, external)
 }
 
 // recordedAndSaid checks that the pool's history ends with one record more
