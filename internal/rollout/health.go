@@ -522,7 +522,7 @@ func healthRollback(d *Decision, running *UserData) *UserData {
 }
 
 // requeueHealth looks again when a soak ends or a progress deadline
-// passes, and while a rollout is on trial at least every poll interval.
+// passes, and while a rollout is on trial at least every rolloutPoll.
 func requeueHealth(in Input, d Decision, p *Plan) {
 	h := d.Health
 	if h == nil {
@@ -533,7 +533,7 @@ func requeueHealth(in Input, d Decision, p *Plan) {
 		p.DueAfter = minPositive(p.DueAfter, max(h.next.Sub(in.Now), 0)+time.Second)
 	}
 	if h.Phase != HealthIdle && h.Phase != HealthRolledBack {
-		p.RequeueAfter = minPositive(p.RequeueAfter, RolloutPollInterval)
+		p.RequeueAfter = minPositive(p.RequeueAfter, rolloutPoll(in, p))
 	}
 }
 

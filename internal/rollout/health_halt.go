@@ -45,6 +45,16 @@ func haltHolds(in Input, target *UserData) *halt {
 	return &halt{rollout: parts[0], payload: parts[1], machine: parts[2]}
 }
 
+// failedPayload is the payload target's rollout failed on: the one its
+// halt recorded, or what its token serves when no halt is recorded (the
+// look that finds the failure).
+func failedPayload(in Input, target *UserData) string {
+	if h := haltHolds(in, target); h != nil && h.payload != "" {
+		return h.payload
+	}
+	return servedBy(in, target)
+}
+
 // newHalt is the halt to record for a rollout of target that failed on
 // machine: the payload it failed on is what target's token serves.
 func newHalt(in Input, target *UserData, machine string) halt {
@@ -107,8 +117,13 @@ func lastHealthy(in Input, target, running *UserData) string {
 			// Not forced: an owner change applied again onto the user-data
 			// whose MachineSet kept machines a halt of its earlier rollout
 			// had booted the last healthy payload with (seed 8994942):
-			// what the nodes run besides the rollout's own payload.
-			hash = nodesPayload(in, servedBy(in, target))
+			// what the nodes run besides the rollout's own payload, the
+			// one that failed. Not besides what the token serves now: once
+			// the halt pointed the token at the last healthy payload, that
+			// would name the failed one the next look, and the token
+			// flipped between the two at every look (seed 8994942 again,
+			// when rolling pools were polled less often).
+			hash = nodesPayload(in, failedPayload(in, target))
 		}
 	}
 	if _, ok := in.Payloads[hash]; !ok {

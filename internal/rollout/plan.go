@@ -228,16 +228,37 @@ func planOlderTokens(in Input, d Decision, stored map[string]UserData, p *Plan) 
 }
 
 // Requeue intervals while something moves that raises no event: a rollout
-// in progress is looked at every RolloutPollInterval, a node update (whose
-// drain progresses without events) every NodeUpdatePollInterval, a pool
-// whose machines are not all ready every NotReadyPollInterval (a missed
-// Node or Machine event must not hold a machine's health gate until the
-// resync).
+// in progress is looked at every RolloutPollInterval in its first minutes,
+// then every twentieth of its age, at most MaxRolloutPollInterval
+// (rolloutPoll); a node update (whose drain progresses without events)
+// every NodeUpdatePollInterval; a pool whose machines are not all ready
+// every NotReadyPollInterval (a missed Node or Machine event must not
+// hold a machine's health gate until the resync).
 const (
 	RolloutPollInterval    = 5 * time.Second
+	MaxRolloutPollInterval = 60 * time.Second
 	NodeUpdatePollInterval = 2 * time.Second
 	NotReadyPollInterval   = 30 * time.Second
+	// rolloutPollShare is the share of a rollout's age its poll waits.
+	rolloutPollShare = 20
 )
+
+// rolloutPoll is how long a rollout in progress waits for its next look
+// when no event comes: what moves it raises events (its machines, their
+// Nodes, a person's request) and its deadlines are looked at when due, so
+// the poll only bounds how long a missed event goes unseen. A rollout
+// that has taken an hour loses little to a minute's delay, and a fleet of
+// long rollouts is not looked at every few seconds a pool while Cluster
+// API works (the 1,000-pool fleet rollout's pools were looked at some 480
+// times each). A rollout starting now, or one the engine cannot date, is
+// young.
+func rolloutPoll(in Input, p *Plan) time.Duration {
+	started := in.Now
+	if p.Record == nil && in.Current != nil && in.Current.InProgress && !in.Current.Started.IsZero() {
+		started = in.Current.Started
+	}
+	return min(max(in.Now.Sub(started)/rolloutPollShare, RolloutPollInterval), MaxRolloutPollInterval)
+}
 
 // planRequeue asks to look again before the next token rotation, pause
 // expiry, scheduled forced rollout or cleanup is due, and at the latest
@@ -278,7 +299,7 @@ func planRequeue(in Input, p *Plan) {
 	limit := in.Settings.ResyncPeriod
 	p.DueAfter = minPositive(next, limit)
 	if p.Updating != "" {
-		limit = minPositive(limit, RolloutPollInterval)
+		limit = minPositive(limit, rolloutPoll(in, p))
 	}
 	if p.UpdateInProgress && !p.Decision.Halted() {
 		// While a halt holds, no drain progresses and no node starts: a

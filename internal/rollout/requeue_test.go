@@ -84,3 +84,43 @@ func TestAHaltedNodeUpdateIsNotPolled(t *testing.T) {
 		t.Errorf("a halted node update is requeued after %s, want the resync %s", p.RequeueAfter, in.Settings.ResyncPeriod)
 	}
 }
+
+// A rollout in progress is polled every RolloutPollInterval in its first
+// minutes, then every twentieth of its age, never less often than
+// MaxRolloutPollInterval: what moves it raises events, so the poll bounds
+// only how long a missed one goes unseen, and a fleet of hour-long
+// rollouts is not looked at every few seconds a pool. A rollout starting
+// now is young whatever the record before it says.
+func TestALongRolloutIsPolledLessOften(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		age   time.Duration
+		start bool
+		want  time.Duration
+	}{
+		{name: "a minute old", age: time.Minute, want: RolloutPollInterval},
+		{name: "ten minutes old", age: 10 * time.Minute, want: 30 * time.Second},
+		{name: "an hour old", age: time.Hour, want: MaxRolloutPollInterval},
+		{name: "a new rollout after an hour-old one", age: time.Hour, start: true, want: RolloutPollInterval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{Now: t0, Settings: Settings{ResyncPeriod: 10 * time.Minute},
+				Current: &CurrentRollout{Revision: 3, Started: t0.Add(-tc.age), InProgress: true}}
+			p := Plan{Updating: "replacing machines"}
+			if tc.start {
+				p.Record = &Record{Started: t0}
+			}
+			planRequeue(in, &p)
+			if p.RequeueAfter != tc.want {
+				t.Errorf("requeue after %s, want %s", p.RequeueAfter, tc.want)
+			}
+		})
+	}
+	in := Input{Now: t0, Settings: Settings{ResyncPeriod: 10 * time.Minute},
+		Current: &CurrentRollout{Revision: 3, Started: t0.Add(-time.Hour)}}
+	p := Plan{Updating: "replacing machines"}
+	planRequeue(in, &p)
+	if p.RequeueAfter != RolloutPollInterval {
+		t.Errorf("a rollout the record says ended: requeue after %s, want %s", p.RequeueAfter, RolloutPollInterval)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/rollout"
 	"nodepool.dev/nodepool/internal/rollout/poolmath"
+	"nodepool.dev/nodepool/internal/secrets"
 )
 
 // tracker is what the invariants remember of a pool between steps (the
@@ -37,6 +38,9 @@ type tracker struct {
 	// payload that failed.
 	halt, haltPayload string
 	resumed           bool
+	// haltTokenAway is true once the halted rollout's token served
+	// another payload than the one that failed.
+	haltTokenAway bool
 	// driftSince is when the running nodes first differed from the
 	// platform, per component.
 	driftSince map[string]time.Time
@@ -104,6 +108,26 @@ var Invariants = []Check{
 	{"DriftPastItsDeadlineIsAppliedInTheWindow", DriftPastItsDeadlineIsAppliedInTheWindow},
 	{"TheDecisionSaysWhatHappens", TheDecisionSaysWhatHappens},
 	{"NodesThatCannotBeReadAreNotForgotten", NodesThatCannotBeReadAreNotForgotten},
+	{"ARolloutInProgressIsLookedAtAgain", ARolloutInProgressIsLookedAtAgain},
+}
+
+// ARolloutInProgressIsLookedAtAgain: a pool whose rollout is in progress
+// is looked at again within MaxRolloutPollInterval when no event comes,
+// and within RolloutPollInterval when the rollout starts: the poll backs
+// off as a rollout ages, but a missed event never goes unseen longer.
+// (A forecast's world looks only when something is due: NoPolls.)
+func ARolloutInProgressIsLookedAtAgain(c *Context) error {
+	if c.W.NoPolls || c.Plan.Updating == "" {
+		return nil
+	}
+	limit := rollout.MaxRolloutPollInterval
+	if c.Plan.Record != nil {
+		limit = rollout.RolloutPollInterval
+	}
+	if c.P.due.IsZero() || c.P.due.Sub(c.W.Now) > limit {
+		return fmt.Errorf("its rollout is in progress (%s) and it is looked at again after %s, want at most %s", c.Plan.Updating, c.P.due.Sub(c.W.Now), limit)
+	}
+	return nil
 }
 
 // NodesThatCannotBeReadAreNotForgotten: status.nodes counts the nodes the
@@ -176,7 +200,7 @@ func (p *Pool) remember(in rollout.Input, plan rollout.Plan) {
 			target = plan.Decision.Target.RolloutHash
 		}
 		if h.Phase == rollout.HealthHalted && t.halt == "" && target != "" {
-			t.halt, t.resumed = target, false
+			t.halt, t.resumed, t.haltTokenAway = target, false, false
 			for _, m := range p.Machines {
 				if m.Name == h.Machine {
 					t.haltPayload = m.Payload
@@ -563,11 +587,21 @@ func AHaltHolds(c *Context) error {
 }
 
 // AHaltedPoolBootsTheLastHealthyPayload: a machine made while the pool is
-// halted does not boot the payload that failed.
+// halted does not boot the payload that failed, and once the halted
+// rollout's token serves another payload it never serves the failed one
+// again while the halt holds (seed 8994942: it flipped between the two at
+// every look, and a machine made at the wrong look booted the failed one).
 func AHaltedPoolBootsTheLastHealthyPayload(c *Context) error {
 	t := &c.P.track
 	if t.halt == "" || t.haltPayload == "" || t.resumed {
 		return nil
+	}
+	if tok, ok := c.P.Tokens[secrets.TokenSecretName(c.P.Name, t.halt)]; ok && tok.PayloadHash != "" {
+		if tok.PayloadHash != t.haltPayload {
+			t.haltTokenAway = true
+		} else if t.haltTokenAway {
+			return fmt.Errorf("the halted rollout's token serves %s, the payload that failed, again after it served another", Short(t.haltPayload))
+		}
 	}
 	for _, m := range c.Created {
 		if m.Payload == t.haltPayload {
