@@ -729,3 +729,35 @@ func applyAgainAfterAPlatformChange(w *World, p *Pool) {
 	w.After(2*time.Hour, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
 	w.After(3*time.Hour, "owner edits the config back to c1", func(*World) { p.Inputs.Config = "c1" })
 }
+
+// Seed 8994942 again: a configuration applied again after a platform
+// change fails its canary on the latest platform and halts. The halt
+// points the token at the payload the nodes ran, and it stays there while
+// the halt holds: the last healthy payload is what the nodes run besides
+// the one the halt recorded as failed, not besides what the token serves
+// now, which after the first look is the last healthy one (the token
+// flipped between the two at every look, and a machine made at the
+// wrong one booted the payload that failed).
+func TestScenarioAHaltedConfigurationAppliedAgainKeepsItsTokenOnTheLastHealthyPayload(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 1, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 0, nodepoolv1.FailurePolicyHalt)
+		drainPolicy(nodepoolv1.DrainWait, time.Hour)(np)
+	}})
+	w.Bad["renderer=r2"] = 10 * time.Minute
+	applyAgainAfterAPlatformChange(w, p)
+	w.After(6*time.Hour, "the budget allows evictions again", func(*World) { p.UnblockDrains() })
+	run(t, w, 12*time.Hour) // AHaltedPoolBootsTheLastHealthyPayload
+	if p.Phase() != rollout.HealthHalted {
+		t.Fatalf("phase %q, want the canary on r2 halted\n%s", p.Phase(), w.Trace())
+	}
+	var onR2 []string
+	for _, m := range p.Machines {
+		if pl := p.Payloads[m.Payload]; pl != nil && slices.Contains(Values(pl), "renderer=r2") {
+			onR2 = append(onR2, m.Name)
+		}
+	}
+	if len(onR2) > 1 {
+		t.Errorf("machines %v run r2, which failed its canary; want the canary at most\n%s", onR2, w.Trace())
+	}
+}

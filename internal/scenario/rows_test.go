@@ -290,3 +290,30 @@ func TestScenarioAControllerRestartMidCanaryCarriesOn(t *testing.T) {
 	}
 	golden(t, w)
 }
+
+// A rollout of 49 minutes (a 30-minute canary soak, then a 5-minute soak
+// a machine) is looked at every 5 s while young, then every twentieth of
+// its age, at most every minute: what moves it raises events and its
+// soaks end when due, so it completes when it did with the 5 s poll (its
+// soaks' ends are looked at a second after they are due) with a fraction
+// of the looks. The 5 s poll looked at it some 590 times.
+func TestScenarioALongRolloutIsLookedAtLessOften(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 3, Edit: func(np *nodepoolv1.NodePool) {
+		np.Spec.Management.Health = health(1, 30*time.Minute, 5*time.Minute, nodepoolv1.FailurePolicyHalt)
+	}})
+	w.After(time.Minute, "owner edits the config to c2", func(*World) { p.Inputs.Config = "c2" })
+	run(t, w, time.Minute)
+	before := p.looks
+	run(t, w, 3*time.Hour) // ARolloutInProgressIsLookedAtAgain
+	wantRecord(t, w, p, rollout.InitiatorSpec, OutcomeComplete)
+	r := lastRecord(p)
+	took := r.Completed.Sub(r.Started)
+	if took < 49*time.Minute || took > 49*time.Minute+2*time.Second {
+		t.Errorf("the rollout took %s, want the 49 minutes its soaks and boots take", took)
+	}
+	t.Logf("%d looks in %s", p.looks-before, took)
+	if looks := p.looks - before; looks > int(took/(5*time.Second))/5 {
+		t.Errorf("the pool was looked at %d times in a %s rollout, want at most a fifth of a look every 5 s (%d)", looks, took, int(took/(5*time.Second))/5)
+	}
+}

@@ -177,6 +177,7 @@ func (w *World) Step() error {
 func (p *Pool) reconcile() []error {
 	in := p.Observe()
 	p.nodesUnread = false
+	p.looks++
 	plan := rollout.Decide(in)
 	p.apply(in, plan)
 	p.lastPlan = &plan

@@ -165,8 +165,10 @@ type Pool struct {
 	rendered       *payload.Payload
 	renderedHashes payload.Hashes
 	renderedKey    string
-	// due is when the controller looks at the pool again.
-	due time.Time
+	// due is when the controller looks at the pool again; looks counts
+	// its reconciles.
+	due   time.Time
+	looks int
 	// watch is set when something the controller watches changed.
 	watch bool
 	// at is the time of the pool's own next event (nextAt): a step runs
