@@ -126,10 +126,20 @@ func lastHealthy(in Input, target, running *UserData) string {
 			hash = nodesPayload(in, failedPayload(in, target))
 		}
 	}
-	if _, ok := in.Payloads[hash]; !ok {
-		return ""
+	if _, ok := in.Payloads[hash]; ok {
+		return hash
 	}
-	return hash
+	// The nodes that ran it may all be gone (a person deleted the last
+	// of them while the others run the failed payload: seed 2671): the
+	// halt pointed target's token at it, and the token keeps it.
+	if h := haltHolds(in, target); h != nil {
+		if served := servedBy(in, target); served != h.payload {
+			if _, ok := in.Payloads[served]; ok {
+				return served
+			}
+		}
+	}
+	return ""
 }
 
 // rollingBackPayload is, while the health gate rolls a failed rollout

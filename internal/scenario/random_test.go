@@ -190,6 +190,7 @@ var soakSeeds = []int64{
 	6855,    // a configuration applied again while the rollout that left it still drained: its machines, on the latest platform, were not on trial, and a scale-up with no machine kept beside the trial was not held
 	7893,    // an owner's rollout whose old machines were all gone before Cluster API's status said it complete was taken for a configuration applied again: its last machine, on trial, halted the pool after the rollout completed
 	8910,    // a resume carried out forgot the rollout its record is for a look: a configuration applied again, its old machines drained at once, made more than the canary on the latest platform
+	2671,    // a halted InPlace pool whose last node on the healthy payload a person deleted forgot that payload, and its token served the failed one again
 }
 
 func TestSoakSeedsStayFixed(t *testing.T) {
