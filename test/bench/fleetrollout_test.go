@@ -29,6 +29,10 @@ const (
 	// 2): 0 measures the fleet rollout's own overhead, with no machine to
 	// replace.
 	WavedReplicasEnv = "NODEPOOL_BENCH_FLEETROLLOUT_REPLICAS"
+	// WavedMaxConcurrentEnv lists the FleetRollout's spec.maxConcurrent
+	// to measure, comma-separated (default 0: no cap): each is its own
+	// fleet and sub-benchmark of each size (pools=N/max=M).
+	WavedMaxConcurrentEnv = "NODEPOOL_BENCH_FLEETROLLOUT_MAX_CONCURRENT"
 )
 
 // BenchmarkWavedPlatformRollout runs `nodepool controller` in its own
@@ -43,26 +47,41 @@ const (
 // FleetRollout reconciles and history lists during the rollout. Run it
 // once: -benchtime 1x.
 func BenchmarkWavedPlatformRollout(b *testing.B) {
-	sizes := []int{300}
-	if v := os.Getenv(WavedPoolsEnv); v != "" {
-		sizes = nil
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				b.Fatalf("%s=%q: want positive numbers, comma-separated", WavedPoolsEnv, v)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := envInts(b, WavedPoolsEnv, 300, 1)
+	caps := envInts(b, WavedMaxConcurrentEnv, 0, 0)
 	replicas := envInt(b, WavedReplicasEnv, int(poolMachines(b)))
 	dir := b.TempDir()
 	bin := buildNodepool(b, dir)
 	for _, n := range sizes {
-		b.Run(fmt.Sprintf("pools=%d", n), func(b *testing.B) { wavedRollout(b, bin, dir, n, int32(replicas)) })
+		for _, m := range caps {
+			name := fmt.Sprintf("pools=%d", n)
+			if m > 0 {
+				name += fmt.Sprintf("/max=%d", m)
+			}
+			b.Run(name, func(b *testing.B) { wavedRollout(b, bin, dir, n, int32(replicas), int32(m)) })
+		}
 	}
 }
 
-func wavedRollout(b *testing.B, bin, dir string, n int, replicas int32) {
+// envInts reads name as comma-separated numbers of at least least (def
+// when unset).
+func envInts(b *testing.B, name string, def, least int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return []int{def}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < least {
+			b.Fatalf("%s=%q: want numbers of at least %d, comma-separated", name, v, least)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func wavedRollout(b *testing.B, bin, dir string, n int, replicas, maxConcurrent int32) {
 	f, _ := startFleetEnv(b, bin, dir, false)
 	defer func() { _ = f.env.Stop() }() // the next size is measured alone
 	ctx := context.Background()
@@ -114,6 +133,9 @@ func wavedRollout(b *testing.B, bin, dir string, n int, replicas int32) {
 			Action:       nodepoolv1.FleetActionRestart,
 			Waves:        []intstr.IntOrString{intstr.FromInt32(1), intstr.FromString("10%"), intstr.FromString("100%")},
 		},
+	}
+	if maxConcurrent > 0 {
+		fr.Spec.MaxConcurrent = &maxConcurrent
 	}
 	b.ResetTimer()
 	t0 := time.Now()
@@ -169,11 +191,11 @@ func wavedRollout(b *testing.B, bin, dir string, n int, replicas int32) {
 	b.ReportMetric(reconciles, "fleetrollout-reconciles")
 	b.ReportMetric(reconciles/float64(n), "fleetrollout-reconciles/pool")
 	b.ReportMetric(lists/float64(n), "history-lists/pool")
-	b.Logf("fleet rollout over %d pools (%d machines each, %s): first wave after %.2f s, complete after %.1f s; "+
+	b.Logf("fleet rollout over %d pools (%d machines each, %s, maxConcurrent %d): first wave after %.2f s, complete after %.1f s; "+
 		"the pools' own rollouts %.1f s in sum (%.1f s the longest, complete/sum %.3f); controller CPU %.2f s (%.2f ms per pool; "+
 		"%.2f ms per pool net of the %.3f s/s it spends quiet), "+
 		"%.0f API writes (%.1f per pool), %.0f fleetrollout reconciles (%.2f per pool), %.0f history lists (%.2f per pool); load %s",
-		n, replicas, l.describe(), firstWave.Seconds(), total.Seconds(), sum.Seconds(), longest.Seconds(), total.Seconds()/sum.Seconds(),
+		n, replicas, l.describe(), maxConcurrent, firstWave.Seconds(), total.Seconds(), sum.Seconds(), longest.Seconds(), total.Seconds()/sum.Seconds(),
 		cpu, cpu*1000/float64(n), net*1000/float64(n), idleRate, writes, writes/float64(n), reconciles, reconciles/float64(n), lists, lists/float64(n), loadAverage())
 }
 
