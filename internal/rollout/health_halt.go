@@ -45,16 +45,6 @@ func haltHolds(in Input, target *UserData) *halt {
 	return &halt{rollout: parts[0], payload: parts[1], machine: parts[2]}
 }
 
-// failedPayload is the payload target's rollout failed on: the one its
-// halt recorded, or what its token serves when no halt is recorded (the
-// look that finds the failure).
-func failedPayload(in Input, target *UserData) string {
-	if h := haltHolds(in, target); h != nil && h.payload != "" {
-		return h.payload
-	}
-	return servedBy(in, target)
-}
-
 // newHalt is the halt to record for a rollout of target that failed on
 // machine: the payload it failed on is what target's token serves.
 func newHalt(in Input, target *UserData, machine string) halt {
@@ -102,6 +92,14 @@ func lastHealthy(in Input, target, running *UserData) string {
 	if target == nil {
 		return ""
 	}
+	// The payload target's rollout failed on: the one its halt recorded,
+	// or what its token serves when no halt is recorded yet (the look
+	// that finds the failure).
+	held, served := haltHolds(in, target), servedBy(in, target)
+	failed := served
+	if held != nil && held.payload != "" {
+		failed = held.payload
+	}
 	hash := ""
 	if running != nil && running.Name != target.Name {
 		hash = servedBy(in, running)
@@ -123,7 +121,7 @@ func lastHealthy(in Input, target, running *UserData) string {
 			// would name the failed one the next look, and the token
 			// flipped between the two at every look (seed 8994942 again,
 			// when rolling pools were polled less often).
-			hash = nodesPayload(in, failedPayload(in, target))
+			hash = nodesPayload(in, failed)
 		}
 	}
 	if _, ok := in.Payloads[hash]; ok {
@@ -132,12 +130,8 @@ func lastHealthy(in Input, target, running *UserData) string {
 	// The nodes that ran it may all be gone (a person deleted the last
 	// of them while the others run the failed payload: seed 2671): the
 	// halt pointed target's token at it, and the token keeps it.
-	if h := haltHolds(in, target); h != nil {
-		if served := servedBy(in, target); served != h.payload {
-			if _, ok := in.Payloads[served]; ok {
-				return served
-			}
-		}
+	if _, ok := in.Payloads[served]; ok && held != nil && served != failed {
+		return served
 	}
 	return ""
 }

@@ -47,7 +47,7 @@ func TestAnExternalRolloutOnThePoolsMachineDeploymentIsRecordedAndReverted(t *te
 	}
 
 	// The controller's values are back.
-	stack.WaitFor(t, 30*time.Second, "the MachineDeployment restored", func() *clusterv1.MachineDeployment { return machineDeploymentOf(t, p) },
+	stack.WaitFor(t, stack.RolloutTimeout, "the MachineDeployment restored", func() *clusterv1.MachineDeployment { return machineDeploymentOf(t, p) },
 		func(md *clusterv1.MachineDeployment) bool {
 			_, paused := md.Annotations[clusterv1.PausedAnnotation]
 			return !paused && !ptr.Deref(md.Spec.Paused, false) && md.Spec.Rollout.After.IsZero() && md.Spec.Template.Spec.Version == version
@@ -116,7 +116,7 @@ func TestAnExternalEditOfThePoolsMachineSetIsRecordedAndReverted(t *testing.T) {
 	}
 
 	// The MachineDeployment's values are back on the MachineSet.
-	stack.WaitFor(t, 30*time.Second, "the MachineSet restored", func() *clusterv1.MachineSet {
+	stack.WaitFor(t, stack.RolloutTimeout, "the MachineSet restored", func() *clusterv1.MachineSet {
 		got := &clusterv1.MachineSet{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
 			t.Fatal(err)
@@ -177,7 +177,7 @@ func recordedAndSaid(t *testing.T, p *nodepoolv1.NodePool, records int, manager 
 	if n := len(st.HistoryOf(t, p)); n != records+1 {
 		t.Errorf("%d records after the external change, want %d (one)", n, records+1)
 	}
-	s := st.WaitForPool(t, p, 30*time.Second, "status.rollout.external", func(s stack.PoolState) bool {
+	s := st.WaitForPool(t, p, stack.RolloutTimeout, "status.rollout.external", func(s stack.PoolState) bool {
 		return s.Pool.Status.Rollout != nil && s.Pool.Status.Rollout.External != nil
 	})
 	if x := s.Pool.Status.Rollout.External; x.Manager != manager || x.Revision != e.Revision || len(x.Fields) != len(fields) ||
