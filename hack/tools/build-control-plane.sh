@@ -18,7 +18,7 @@ fi
 
 mkdir -p "${dest}"
 if [[ ! -x "${dest}/kube-apiserver" ]]; then
-  echo ">> building kube-apiserver ${KUBE_VERSION} into ${dest} (once; about 8 minutes on 2 cores)" >&2
+  echo ">> building kube-apiserver ${KUBE_VERSION} into ${dest} (once; 3 to 10 minutes on 2 cores)" >&2
   start=$(date +%s)
   (cd "${root}/hack/tools" && go build -trimpath -o "${dest}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver)
   mv "${dest}/kube-apiserver.tmp" "${dest}/kube-apiserver"
