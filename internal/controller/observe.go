@@ -74,26 +74,35 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 // payloadFits refuses a latest payload that is not stored yet and would
 // not fit in a payload Secret: it is a bad input like any other, so the
 // engine keeps what runs and replicas, labels, taints, history and cleanup
-// go on. It returns the payload Secret it encoded (nil when the payload is
-// stored already or absent).
-func payloadFits(pool *nodepoolv1.NodePool, in *rollout.Input) (*corev1.Secret, error) {
+// go on. It returns the payload's size, nil when the payload is stored
+// already or absent. A payload whose Secret could not reach the limit
+// whatever gzip makes of it (secrets.PayloadDataBound) fits without being
+// compressed: it is encoded only when it is written. One nearer the limit
+// is encoded and measured, and the Secret it encoded is returned with it.
+func payloadFits(pool *nodepoolv1.NodePool, in *rollout.Input) (*corev1.Secret, *payloadSize, error) {
 	if in.Latest == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if _, stored := in.Payloads[in.Latest.Hash]; stored {
-		return nil, nil
+		return nil, nil, nil
+	}
+	inflated := inflatedBytes(in.Latest)
+	if in.Latest.Ignition != nil && inflated <= secrets.MaxInflatedBytes {
+		if bound, err := secrets.PayloadDataBound(secrets.FromPayload(in.Latest)); err == nil && bound <= payloadDataLimit {
+			return nil, &payloadSize{data: bound, inflated: inflated}, nil
+		}
 	}
 	s, err := secrets.NewPayloadSecret(pool.Namespace, secrets.PayloadSecretName(pool.Name, in.Latest.Hash), secrets.FromPayload(in.Latest))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if n := secrets.DataBytes(s); n > payloadDataLimit {
-		return nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: payloadDataLimit}
+		return nil, nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: payloadDataLimit}
 	}
-	if n := inflatedBytes(in.Latest); n > secrets.MaxInflatedBytes {
-		return nil, &rollout.PayloadTooLargeError{Bytes: n, Limit: secrets.MaxInflatedBytes, Inflated: true}
+	if inflated > secrets.MaxInflatedBytes {
+		return nil, nil, &rollout.PayloadTooLargeError{Bytes: inflated, Limit: secrets.MaxInflatedBytes, Inflated: true}
 	}
-	return s, nil
+	return s, &payloadSize{data: secrets.DataBytes(s), inflated: inflated}, nil
 }
 
 // payloadDataLimit is the most data a payload Secret may hold: room is

@@ -83,7 +83,8 @@ type sharedRender struct {
 	fit *payloadSize
 }
 
-// payloadSize is the size of an encoded payload Secret (payloadFits).
+// payloadSize is the size of a payload Secret, encoded or bounded
+// (payloadFits).
 type payloadSize struct{ data, inflated int }
 
 // fitMargin is how much larger than another pool's payload Secret of the
@@ -275,7 +276,7 @@ func (c *renderCache) resolve(pool *nodepoolv1.NodePool, in *rollout.Input) {
 // pool's payload Secret held with room to spare fits without composing.
 func (r *Reconciler) fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input) error {
 	if r.renders == nil {
-		_, err := payloadFits(pool, in)
+		_, _, err := payloadFits(pool, in)
 		return err
 	}
 	r.renders.resolve(pool, in)
@@ -301,12 +302,12 @@ func (r *Reconciler) fitsInASecret(pool *nodepoolv1.NodePool, in *rollout.Input)
 		return err
 	}
 	in.Latest = full
-	s, err := payloadFits(pool, in)
+	s, size, err := payloadFits(pool, in)
 	if err == nil && s != nil {
 		r.renders.encoded.Store(key, s)
-		if sh != nil {
-			sh.record(payloadSize{data: secrets.DataBytes(s), inflated: inflatedBytes(in.Latest)})
-		}
+	}
+	if err == nil && size != nil && sh != nil {
+		sh.record(*size)
 	}
 	return err
 }

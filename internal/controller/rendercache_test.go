@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -235,7 +238,84 @@ func TestASharedPayloadIsComposedOnlyToBeStoredOrWhenItMayNotFit(t *testing.T) {
 	if in.Latest.Ignition == nil {
 		t.Fatal("a shared payload that may not fit was not composed")
 	}
-	if _, ok := rc.encoded.Load(client.ObjectKeyFromObject(second)); !ok {
-		t.Fatal("a shared payload that may not fit was not encoded and measured")
+	// Measured by its bound (this one is a few KiB: nothing to compress),
+	// which the pools sharing its fragments go by from now on.
+	if !e.shared.fits() {
+		t.Fatal("a shared payload that may not fit was not measured")
+	}
+}
+
+// TestAPayloadFarBelowTheLimitIsNotCompressedToBeKnownToFit: a rendered
+// payload whose Secret could not reach the limit whatever gzip makes of
+// it is known to fit without being encoded (it is compressed only when
+// written); one whose bound reaches the limit is encoded and measured, and
+// refused when its Secret would not fit.
+func TestAPayloadFarBelowTheLimitIsNotCompressedToBeKnownToFit(t *testing.T) {
+	ctx := context.Background()
+	fits := func(w *inputstest.World) (*rollout.Input, *renderCache, error) {
+		t.Helper()
+		c := w.Client().(client.Client)
+		rc, err := newRenderCache(newInputReader(c, c, c, 16), w.Settings, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &Reconciler{Settings: Settings{Inputs: w.Settings}, renders: rc}
+		in := &rollout.Input{Payloads: map[string]*payload.Payload{}}
+		if _, err := r.latest(ctx, w.Pool, in); err != nil || in.Latest == nil {
+			t.Fatalf("no latest payload: %v %v", err, in.RenderErr)
+		}
+		return in, rc, r.fitsInASecret(w.Pool, in)
+	}
+
+	w := inputstest.New()
+	in, rc, err := fits(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rc.encoded.Load(client.ObjectKeyFromObject(w.Pool)); ok {
+		t.Fatal("a payload of a few KiB was compressed to learn that it fits")
+	}
+	e, _ := rc.pools.get(client.ObjectKeyFromObject(w.Pool))
+	if e == nil || !e.shared.fits() {
+		t.Fatal("the pools sharing the payload's fragments do not know that it fits")
+	}
+	r := &Reconciler{renders: rc}
+	s, err := r.payloadSecret(w.Pool, in.Latest)
+	if err != nil || s.Annotations[secrets.AnnotationPayloadHash] != in.Latest.Hash {
+		t.Fatalf("the payload Secret written later: %v", err)
+	}
+
+	// Random text in ConfigMaps of 600 KiB each: one is past the bound's
+	// limit but fits once compressed (encoded and measured); three are
+	// past the limit compressed (refused).
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"[rng.IntN(62)]
+		}
+		return string(b)
+	}
+	big := func(configs int) *inputstest.World {
+		w := inputstest.New()
+		for i := range configs {
+			name := fmt.Sprintf("noise-%d", i)
+			w.UserConfigs = append(w.UserConfigs, inputstest.ConfigMap(name,
+				fmt.Sprintf(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/noise/%d","mode":420,"contents":{"source":"data:,%s"}}]}}`, i, noise(600<<10))))
+			w.Pool.Spec.Config = append(w.Pool.Spec.Config, nodepoolv1.LocalObjectReference{Name: name})
+		}
+		return w
+	}
+	w = big(1)
+	if _, rc, err = fits(w); err != nil {
+		t.Fatalf("a payload gzip brings under the limit was refused: %v", err)
+	}
+	if _, ok := rc.encoded.Load(client.ObjectKeyFromObject(w.Pool)); !ok {
+		t.Fatal("a payload whose bound is past the limit was not encoded and measured")
+	}
+	w = big(3)
+	var tooLarge *rollout.PayloadTooLargeError
+	if _, _, err = fits(w); !errors.As(err, &tooLarge) {
+		t.Fatalf("a payload past the limit once compressed: %v, want PayloadTooLargeError", err)
 	}
 }

@@ -125,6 +125,31 @@ func NewPayloadSecret(namespace, name string, p Payload) (*corev1.Secret, error)
 	}, nil
 }
 
+// PayloadDataBound is at least DataBytes of the payload Secret
+// NewPayloadSecret makes of p, computed without compressing anything: the
+// manifest is encoded as the Secret holds it, and the Ignition config and
+// the fragments are counted as gzip makes them at worst (data it cannot
+// compress is stored in blocks of 64 KiB, each with a 5-byte header, in a
+// member with an 18-byte header and trailer). A payload whose bound fits
+// needs no encoding to be known to fit.
+func PayloadDataBound(p Payload) (int, error) {
+	manifest, err := json.Marshal(p.Manifest)
+	if err != nil {
+		return 0, fmt.Errorf("encoding %s: %w", KeyManifest, err)
+	}
+	fragments := 2 // {}
+	for c, f := range p.Fragments {
+		// "c":f, with every byte of the name escaped at worst; a fragment
+		// is compacted, never grown.
+		fragments += 6*len(c) + 4 + len(f)
+	}
+	return len(KeyIgnition) + gzipBound(len(p.Ignition)) + len(KeyManifest) + len(manifest) +
+		len(KeyFragments) + gzipBound(fragments), nil
+}
+
+// gzipBound is the most Gzip makes of n bytes.
+func gzipBound(n int) int { return n + 5*(n/(64<<10)+2) + 18 + 64 }
+
 // DecodePayload reads a payload Secret whole. It fails, with a
 // RefusedError saying which label, annotation or key is wrong, unless s is
 // a complete payload Secret named for the payload it claims

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -322,6 +323,48 @@ func TestSelectorMatchesBothKindsOnly(t *testing.T) {
 		}
 		if got := sel.Matches(labels.Set(set)); got != want {
 			t.Errorf("kind %q: matches = %v", kind, got)
+		}
+	}
+}
+
+// TestAPayloadSecretIsNeverLargerThanItsBound: whatever gzip makes of a
+// payload, tiny or past the Secret limit, compressible or random, its
+// Secret's data is within PayloadDataBound, and the bound of a small
+// payload is close to its size (so it is of use).
+func TestAPayloadSecretIsNeverLargerThanItsBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	random := func(n int) string {
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for _, n := range []int{0, 10, 1 << 10, 70 << 10, 1 << 20, 3 << 20} {
+		for _, kind := range []string{"random", "repeated"} {
+			body := strings.Repeat("a", n)
+			if kind == "random" {
+				body = random(n)
+			}
+			frag := []byte(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/x","contents":{"source":"data:,` + body + `"}}]}}`)
+			m := map[string]string{"user-configs": digest(frag), "release": digest([]byte(`{}`))}
+			p := secrets.Payload{Pool: "workers", Hash: manifestHash("workers", m), Ignition: frag, Manifest: m,
+				Fragments: map[string][]byte{"user-configs": frag, "release": []byte(`{}`)}}
+			s, err := secrets.NewPayloadSecret("team-a", secrets.PayloadSecretName(p.Pool, p.Hash), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound, err := secrets.PayloadDataBound(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := secrets.DataBytes(s); got > bound {
+				t.Errorf("%s %d bytes: the Secret holds %d bytes, above its bound %d", kind, n, got, bound)
+			}
+			if raw := 2 * len(frag); bound > raw+raw/100+1024 {
+				t.Errorf("%s %d bytes: bound %d, far above the %d bytes uncompressed", kind, n, bound, raw)
+			}
 		}
 	}
 }
