@@ -11,7 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/gather"
 )
 
 // inputReader is how the controller reads a pool's inputs (inputs.Gather)
@@ -28,6 +33,16 @@ type inputReader struct {
 	// api reads uncached: the content of ConfigMaps and Secrets.
 	api     client.Reader
 	content *lru[client.ObjectKey, client.Object]
+	// pins names, per template generation, the clone whose recorded
+	// spec is pinned (PinnedTemplateSpec).
+	pins *lru[pinKey, string]
+}
+
+// pinKey is a template's generation.
+type pinKey struct {
+	namespace  string
+	uid        types.UID
+	generation int64
 }
 
 var (
@@ -36,7 +51,45 @@ var (
 )
 
 func newInputReader(cached, unstructured, api client.Reader, size int) *inputReader {
-	return &inputReader{cached: cached, unstructured: unstructured, api: api, content: newLRU[client.ObjectKey, client.Object](size)}
+	return &inputReader{cached: cached, unstructured: unstructured, api: api, content: newLRU[client.ObjectKey, client.Object](size),
+		pins: newLRU[pinKey, string](size)}
+}
+
+// PinnedTemplateSpec is inputs.PinnedSpec of the template's clones
+// (gather.TemplatePins) without a list of them at each read: the clone
+// found pinned the first time is remembered, and while the cache holds it
+// as a clone of the template's generation whose record counts
+// (inputs.RecordedSpec), its record is the pinned spec. Only when it is
+// gone (cleaned up, being deleted) are the clones listed again. A clone
+// made later is younger, and every clone of a generation records the spec
+// the older ones recorded, so the oldest clone's record stays the one a
+// list would give.
+func (r *inputReader) PinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Unstructured, clones func() ([]unstructured.Unstructured, error)) ([]byte, error) {
+	key := pinKey{namespace: tmpl.GetNamespace(), uid: tmpl.GetUID(), generation: tmpl.GetGeneration()}
+	if name, ok := r.pins.get(key); ok {
+		c := &unstructured.Unstructured{}
+		c.SetGroupVersionKind(tmpl.GroupVersionKind())
+		err := r.unstructured.Get(ctx, client.ObjectKey{Namespace: key.namespace, Name: name}, c, client.UnsafeDisableDeepCopy)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		if err == nil && c.GetLabels()[nodepoolv1.LabelTemplateSourceUID] == string(key.uid) &&
+			c.GetLabels()[nodepoolv1.LabelTemplateSourceGeneration] == strconv.FormatInt(key.generation, 10) {
+			if spec, ok := inputs.RecordedSpec(c); ok {
+				return spec, nil
+			}
+		}
+		r.pins.remove(key)
+	}
+	list, err := clones()
+	if err != nil {
+		return nil, err
+	}
+	name, spec := inputs.PinnedClone(list)
+	if name != "" {
+		r.pins.put(key, name)
+	}
+	return spec, nil
 }
 
 // Get reads obj; a ConfigMap or Secret comes with its content.
@@ -152,6 +205,19 @@ func (r *recorder) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 	}
 	r.reads = append(r.reads, rd)
 	return err
+}
+
+// PinnedTemplateSpec is the reader's (gather.TemplatePins), or a list of
+// the clones when it has none.
+func (r *recorder) PinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Unstructured, clones func() ([]unstructured.Unstructured, error)) ([]byte, error) {
+	if pins, ok := r.Reader.(gather.TemplatePins); ok {
+		return pins.PinnedTemplateSpec(ctx, tmpl, clones)
+	}
+	list, err := clones()
+	if err != nil {
+		return nil, err
+	}
+	return inputs.PinnedSpec(list), nil
 }
 
 // versionOf is what changes when an object's part that inputs.Gather reads

@@ -8,14 +8,17 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
+	"nodepool.dev/nodepool/internal/inputs/gather"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
 	"nodepool.dev/nodepool/internal/observe"
 	"nodepool.dev/nodepool/internal/payload"
@@ -317,5 +320,86 @@ func TestAPayloadFarBelowTheLimitIsNotCompressedToBeKnownToFit(t *testing.T) {
 	var tooLarge *rollout.PayloadTooLargeError
 	if _, _, err = fits(w); !errors.As(err, &tooLarge) {
 		t.Fatalf("a payload past the limit once compressed: %v, want PayloadTooLargeError", err)
+	}
+}
+
+// listCounter counts the lists of unstructured objects (a template's
+// clones) that reach its reader.
+type listCounter struct {
+	client.Reader
+	lists atomic.Int64
+}
+
+func (c *listCounter) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*unstructured.UnstructuredList); ok {
+		c.lists.Add(1)
+	}
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// TestATemplatesClonesAreListedOnlyUntilOneIsFoundPinned: every pool of a
+// template has a clone of it, so a list of the clones at each gather costs
+// what the pools of the template do. The clone found pinned is remembered
+// and read alone while it lasts; the spec read is the one a list gives,
+// and once that clone is gone the clones are listed again.
+func TestATemplatesClonesAreListedOnlyUntilOneIsFoundPinned(t *testing.T) {
+	ctx := context.Background()
+	w := inputstest.New()
+	w.Template.SetUID("tmpl-uid")
+	w.Template.SetGeneration(3)
+	was := []byte(`{"template":{"spec":{"cpus":2}}}`)
+	owner := metav1.OwnerReference{APIVersion: nodepoolv1.GroupVersion.String(), Kind: "NodePool", Name: "workers", UID: "pool-uid", Controller: new(true)}
+	clone := func(name string, created time.Time) *unstructured.Unstructured {
+		c := &unstructured.Unstructured{}
+		c.SetGroupVersionKind(w.Template.GroupVersionKind())
+		c.SetNamespace(w.Template.GetNamespace())
+		c.SetName(name + "-" + inputs.TemplateInput{Spec: was}.Hash()[:16])
+		c.SetCreationTimestamp(metav1.NewTime(created))
+		c.SetLabels(map[string]string{nodepoolv1.LabelTemplateSourceUID: "tmpl-uid", nodepoolv1.LabelTemplateSourceGeneration: "3"})
+		c.SetAnnotations(map[string]string{nodepoolv1.AnnotationTemplateSourceSpec: string(was)})
+		c.SetOwnerReferences([]metav1.OwnerReference{owner})
+		c.Object["spec"] = map[string]any{}
+		return c
+	}
+	t0 := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	for i := range 50 {
+		w.Extra = append(w.Extra, clone(fmt.Sprintf("pool-%02d", i), t0.Add(time.Duration(i)*time.Minute)))
+	}
+	c := w.Client().(client.Client)
+	counter := &listCounter{Reader: c}
+	reader := newInputReader(c, counter, c, 16)
+	gatherSpec := func(what string) []byte {
+		t.Helper()
+		got, err := gather.Gather(ctx, &recorder{Reader: reader}, w.Pool, w.Settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := gather.Gather(ctx, c, w.Pool, w.Settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.InfrastructureTemplate.Spec) != string(want.InfrastructureTemplate.Spec) || !got.InfrastructureTemplate.Pinned {
+			t.Fatalf("%s: read %s (pinned %v), a list of the clones gives %s", what, got.InfrastructureTemplate.Spec, got.InfrastructureTemplate.Pinned, want.InfrastructureTemplate.Spec)
+		}
+		return got.InfrastructureTemplate.Spec
+	}
+	gatherSpec("the first gather")
+	if n := counter.lists.Load(); n != 1 {
+		t.Fatalf("the first gather listed the clones %d times, want 1", n)
+	}
+	for range 5 {
+		gatherSpec("a later gather")
+	}
+	if n := counter.lists.Load(); n != 1 {
+		t.Fatalf("later gathers listed the clones again (%d lists in all)", n)
+	}
+	// The oldest clone is cleaned up: the clones are listed once more.
+	if err := c.Delete(ctx, w.Extra[0]); err != nil {
+		t.Fatal(err)
+	}
+	gatherSpec("after the pinned clone went")
+	gatherSpec("and once more")
+	if n := counter.lists.Load(); n != 2 {
+		t.Fatalf("%d lists of the clones in all, want 2 (one after the pinned clone went)", n)
 	}
 }

@@ -72,7 +72,13 @@ func (a *Assembly) Template(ref nodepoolv1.TemplateReference, version string, ob
 // (PinnedSpec), when one does. clones are the machine templates of the
 // namespace labelled as clones of the template's current generation.
 func (a *Assembly) PinTemplate(clones []unstructured.Unstructured) {
-	if pinned := PinnedSpec(clones); pinned != nil {
+	a.PinTemplateSpec(PinnedSpec(clones))
+}
+
+// PinTemplateSpec gives the template pinned, the spec a clone of its
+// current generation recorded (nil: none does).
+func (a *Assembly) PinTemplateSpec(pinned []byte) {
+	if pinned != nil {
 		a.in.InfrastructureTemplate.Spec, a.in.InfrastructureTemplate.Pinned = pinned, true
 	}
 }
@@ -88,6 +94,13 @@ func (a *Assembly) PinTemplate(clones []unstructured.Unstructured) {
 // reads the same spec; a clone's record counts only if the clone is a
 // NodePool's and its name is the one the recorded spec hashes to.
 func PinnedSpec(list []unstructured.Unstructured) []byte {
+	_, spec := PinnedClone(list)
+	return spec
+}
+
+// PinnedClone is PinnedSpec with the name of the clone whose record it is
+// ("" and nil when none records it).
+func PinnedClone(list []unstructured.Unstructured) (name string, spec []byte) {
 	// Oldest first, then by name; each clone's creation time is parsed
 	// once (an unstructured object parses it at every read).
 	type clone struct {
@@ -107,15 +120,22 @@ func PinnedSpec(list []unstructured.Unstructured) []byte {
 		return clones[i].name < clones[j].name
 	})
 	for _, cl := range clones {
-		c := cl.obj
-		spec := []byte(c.GetAnnotations()[nodepoolv1.AnnotationTemplateSourceSpec])
-		if c.GetDeletionTimestamp() != nil || !ownedByANodePool(c) || !json.Valid(spec) ||
-			!namedAfter(c.GetName(), TemplateInput{Spec: spec}.Hash()) {
-			continue
+		if spec, ok := RecordedSpec(cl.obj); ok {
+			return cl.name, spec
 		}
-		return spec
 	}
-	return nil
+	return "", nil
+}
+
+// RecordedSpec is the template spec clone recorded, if its record counts:
+// the clone is a NodePool's, not being deleted, and named after the spec.
+func RecordedSpec(c *unstructured.Unstructured) ([]byte, bool) {
+	spec := []byte(c.GetAnnotations()[nodepoolv1.AnnotationTemplateSourceSpec])
+	if c.GetDeletionTimestamp() != nil || !ownedByANodePool(c) || !json.Valid(spec) ||
+		!namedAfter(c.GetName(), TemplateInput{Spec: spec}.Hash()) {
+		return nil, false
+	}
+	return spec, true
 }
 
 // ownedByANodePool reports whether a NodePool is o's controller.

@@ -50,12 +50,29 @@ func (g *gatherer) gatherTemplate(ctx context.Context, pool *nodepoolv1.NodePool
 	if !g.a.Template(ref, version, obj) {
 		return nil
 	}
+	if pins, ok := g.c.(TemplatePins); ok {
+		spec, err := pins.PinnedTemplateSpec(ctx, obj, func() ([]unstructured.Unstructured, error) { return g.clones(ctx, obj) })
+		if err != nil {
+			return err
+		}
+		g.a.PinTemplateSpec(spec)
+		return nil
+	}
 	clones, err := g.clones(ctx, obj)
 	if err != nil {
 		return err
 	}
 	g.a.PinTemplate(clones)
 	return nil
+}
+
+// TemplatePins is a reader that knows which spec is pinned for a
+// template's current generation (inputs.PinnedSpec) without listing
+// every clone of it at each read: clones lists them when it must. Every
+// pool of a template in the namespace has a clone of it, so a list per
+// read costs what the number of pools does.
+type TemplatePins interface {
+	PinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Unstructured, clones func() ([]unstructured.Unstructured, error)) ([]byte, error)
 }
 
 // clones lists the pools' clones of the template's current generation
