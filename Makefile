@@ -212,9 +212,12 @@ NODEPOOL_BENCH_FLEETROLLOUT_POOLS ?= 300
 NODEPOOL_BENCH_SHARDS ?= 1,2,4
 
 .PHONY: bench
-bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100/1,000/10,000 pools (and of a FleetRollout over 100 to 10,000), payload server throughput, 500 simulated machines to Running, the fleet in both shapes (table + bin/bench/summary.json), a NodePool's stored size and status patch cost, fleet.Decide and a FleetRollout reconcile at 300/1,000/3,000 pools, a fleet rollout (NODEPOOL_BENCH_FLEETROLLOUT_POOLS).
+bench: control-plane ## Benchmarks: payload render + hashes, the forecast at 100/1,000/10,000 pools (and of a FleetRollout over 100 to 10,000) and its error on random fleets, payload server throughput, 500 simulated machines to Running, the fleet in both shapes (table + bin/bench/summary.json), a NodePool's stored size and status patch cost, fleet.Decide and a FleetRollout reconcile at 300/1,000/3,000 pools, a fleet rollout (NODEPOOL_BENCH_FLEETROLLOUT_POOLS).
 	go test ./internal/payload -run '^$$' -bench BenchmarkRender -benchmem
 	go test ./internal/scenario -run '^$$' -bench 'Benchmark(Fleet)?Forecast' -benchtime 1x -timeout 30m
+	@echo "the forecast's error on the scenario engine's random fleets (TestTheForecastsErrorOnRandomFleets):"; \
+	out=$$(go test ./internal/scenario -run '^TestTheForecastsErrorOnRandomFleets$$' -count=1 -v 2>&1) || { echo "$$out"; exit 1; }; \
+	echo "$$out" | grep -E 'pools: median|^ok'
 	go run ./hack/bench/payloadserver $(PAYLOAD_BENCHFLAGS)
 	NODEPOOL_ASSETS="$$(hack/tools/build-control-plane.sh --print-dir)" \
 	go test ./test/bench -run '^$$' -bench BenchmarkSimScale -benchtime 1x -timeout 40m
