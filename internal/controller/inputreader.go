@@ -73,10 +73,12 @@ func (r *inputReader) PinnedTemplateSpec(ctx context.Context, tmpl *unstructured
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
 		}
-		if err == nil && c.GetLabels()[nodepoolv1.LabelTemplateSourceUID] == string(key.uid) &&
-			c.GetLabels()[nodepoolv1.LabelTemplateSourceGeneration] == strconv.FormatInt(key.generation, 10) {
-			if spec, ok := inputs.RecordedSpec(c); ok {
-				return spec, nil
+		if err == nil {
+			labels := c.GetLabels()
+			if labels[nodepoolv1.LabelTemplateSourceUID] == string(key.uid) && labels[nodepoolv1.LabelTemplateSourceGeneration] == strconv.FormatInt(key.generation, 10) {
+				if spec, ok := inputs.RecordedSpec(c); ok {
+					return spec, nil
+				}
 			}
 		}
 		r.pins.remove(key)
@@ -188,14 +190,18 @@ type read struct {
 	version string
 }
 
-// recorder reads through a reader and records what it read.
+// A render's gather reads the pinned template spec through the recorder.
+var _ gather.TemplatePins = (*recorder)(nil)
+
+// recorder reads through the input reader and records what it Gets (its
+// lists and PinnedTemplateSpec are the input reader's).
 type recorder struct {
-	client.Reader
+	*inputReader
 	reads []read
 }
 
 func (r *recorder) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	err := r.Reader.Get(ctx, key, obj, opts...)
+	err := r.inputReader.Get(ctx, key, obj, opts...)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -205,19 +211,6 @@ func (r *recorder) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 	}
 	r.reads = append(r.reads, rd)
 	return err
-}
-
-// PinnedTemplateSpec is the reader's (gather.TemplatePins), or a list of
-// the clones when it has none.
-func (r *recorder) PinnedTemplateSpec(ctx context.Context, tmpl *unstructured.Unstructured, clones func() ([]unstructured.Unstructured, error)) ([]byte, error) {
-	if pins, ok := r.Reader.(gather.TemplatePins); ok {
-		return pins.PinnedTemplateSpec(ctx, tmpl, clones)
-	}
-	list, err := clones()
-	if err != nil {
-		return nil, err
-	}
-	return inputs.PinnedSpec(list), nil
 }
 
 // versionOf is what changes when an object's part that inputs.Gather reads

@@ -88,7 +88,7 @@ func payloadFits(pool *nodepoolv1.NodePool, in *rollout.Input) (*corev1.Secret, 
 	}
 	inflated := inflatedBytes(in.Latest)
 	if in.Latest.Ignition != nil && inflated <= secrets.MaxInflatedBytes {
-		if bound, err := secrets.PayloadDataBound(secrets.FromPayload(in.Latest)); err == nil && bound <= payloadDataLimit {
+		if bound := secrets.PayloadDataBound(secrets.FromPayload(in.Latest)); bound <= payloadDataLimit {
 			return nil, &payloadSize{data: bound, inflated: inflated}, nil
 		}
 	}

@@ -161,7 +161,7 @@ func (r *Reconciler) latest(ctx context.Context, pool *nodepoolv1.NodePool, in *
 		}
 	}
 	renderCacheResults.WithLabelValues("miss").Inc()
-	rec := &recorder{Reader: c.reader}
+	rec := &recorder{inputReader: c.reader}
 	gathered, err := observe.Latest(ctx, rec, pool, r.Settings.Inputs, in)
 	if err != nil || gathered == nil || in.Latest == nil {
 		c.pools.remove(key)

@@ -370,7 +370,7 @@ func TestATemplatesClonesAreListedOnlyUntilOneIsFoundPinned(t *testing.T) {
 	reader := newInputReader(c, counter, c, 16)
 	gatherSpec := func(what string) []byte {
 		t.Helper()
-		got, err := gather.Gather(ctx, &recorder{Reader: reader}, w.Pool, w.Settings)
+		got, err := gather.Gather(ctx, &recorder{inputReader: reader}, w.Pool, w.Settings)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -132,19 +132,16 @@ func NewPayloadSecret(namespace, name string, p Payload) (*corev1.Secret, error)
 // compress is stored in blocks of 64 KiB, each with a 5-byte header, in a
 // member with an 18-byte header and trailer). A payload whose bound fits
 // needs no encoding to be known to fit.
-func PayloadDataBound(p Payload) (int, error) {
-	manifest, err := json.Marshal(p.Manifest)
-	if err != nil {
-		return 0, fmt.Errorf("encoding %s: %w", KeyManifest, err)
-	}
-	fragments := 2 // {}
+func PayloadDataBound(p Payload) int {
+	manifest, _ := json.Marshal(p.Manifest) // a map of strings always encodes
+	fragments := 2                          // {}
 	for c, f := range p.Fragments {
 		// "c":f, with every byte of the name escaped at worst; a fragment
 		// is compacted, never grown.
 		fragments += 6*len(c) + 4 + len(f)
 	}
 	return len(KeyIgnition) + gzipBound(len(p.Ignition)) + len(KeyManifest) + len(manifest) +
-		len(KeyFragments) + gzipBound(fragments), nil
+		len(KeyFragments) + gzipBound(fragments)
 }
 
 // gzipBound is the most Gzip makes of n bytes.
