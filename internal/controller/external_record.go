@@ -81,7 +81,7 @@ func (r *Reconciler) createExternalRecord(ctx context.Context, pool *nodepoolv1.
 		if x.kept != "" {
 			cr.Annotations[history.AnnotationOutcome] = history.OutcomeRecorded
 		}
-		cr.Annotations[history.AnnotationCompleted] = r.now().UTC().Format(time.RFC3339)
+		cr.Annotations[history.AnnotationCompleted] = history.Completed(r.now())
 		if err := controllerutil.SetControllerReference(pool, cr, r.Client.Scheme()); err != nil {
 			return nil, err
 		}

@@ -50,7 +50,7 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 			}
 			before := cr.DeepCopy()
 			cr.Annotations[history.AnnotationOutcome] = outcome
-			cr.Annotations[history.AnnotationCompleted] = at.UTC().Format(time.RFC3339)
+			cr.Annotations[history.AnnotationCompleted] = history.Completed(at)
 			if err := r.Client.Patch(ctx, cr, client.MergeFrom(before)); err != nil {
 				return fmt.Errorf("recording the outcome of revision %d: %w", cr.Revision, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -165,5 +166,39 @@ func TestARecordKeepsItsMachinesRoundsAndSoaks(t *testing.T) {
 	want := poolmath.PastRollout{Shape: poolmath.Shape{Machines: 30, Rounds: 11, Soak: 30 * time.Minute}, Took: time.Hour, Complete: true}
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("history reads %+v, want [%+v] (revision 1, the creation, left out)", got, want)
+	}
+}
+
+// A rollout that completes within the second it started (a pool of one
+// small machine, a fast provider) keeps its duration: its completion is
+// recorded as precisely as its start, so the duration prediction reads a
+// positive time and counts it (a completion rounded down to the second
+// read as a negative duration, and the rollout was left out).
+func TestARolloutDoneWithinASecondOfItsStartKeepsItsDuration(t *testing.T) {
+	scheme, pool := testPool()
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i, rec := range []*rollout.Record{
+		{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0, Machines: 1, Rounds: 1},
+		{Initiator: rollout.InitiatorRestart, RolloutHash: "a", PayloadHash: "p", Started: t0.Add(time.Minute + 3*time.Millisecond), ForcedAt: ptr.To(t0.Add(time.Minute)), Machines: 1, Rounds: 1},
+	} {
+		if err := r.recordHistory(ctx, pool, nil, starts(rec)); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	done := rollout.Plan{Finish: rollout.OutcomeComplete, FinishedAt: t0.Add(time.Minute + 870*time.Millisecond)}
+	if err := r.recordHistory(ctx, pool, nil, done); err != nil {
+		t.Fatal(err)
+	}
+	list := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
+		t.Fatal(err)
+	}
+	got := history.Rollouts(list.Items, history.RecentLimit)
+	want := poolmath.PastRollout{Shape: poolmath.Shape{Machines: 1, Rounds: 1}, Took: 867 * time.Millisecond, Complete: true}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("history reads %+v, want [%+v]", got, want)
 	}
 }

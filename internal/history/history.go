@@ -25,6 +25,12 @@ const (
 	AnnotationCompleted = "nodepool.dev/completed"
 )
 
+// Completed is the value of AnnotationCompleted for a rollout that ended
+// at t: as precise as the record's start (Entry.Started), so a rollout
+// that ends within the second it started has a positive duration. Decode
+// reads it, and the whole seconds of earlier records, with time.RFC3339.
+func Completed(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
 // Outcomes of a rollout.
 const (
 	OutcomeInProgress = "InProgress"

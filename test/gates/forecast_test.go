@@ -251,7 +251,7 @@ func TestAFleetRolloutsForecastIsWhatItThenDoes(t *testing.T) {
 	}
 	for _, p := range fc.Pools {
 		if p.FromSettings || p.Samples != 3 {
-			t.Errorf("%s: from settings %v, %d samples: want from its 3 restarts", p.Pool, p.FromSettings, p.Samples)
+			t.Errorf("%s: from settings %v, %d samples: want from its 3 restarts; its records:%s", p.Pool, p.FromSettings, p.Samples, describeRecords(t, pools, p.Namespace, p.Pool))
 		}
 	}
 	if fc.Waves[1].Start.Before(fc.Waves[0].End.Add(30 * time.Second)) {
@@ -283,4 +283,23 @@ func TestAFleetRolloutsForecastIsWhatItThenDoes(t *testing.T) {
 	if s := done.Status.Waves[1].StartedAt; s == nil || done.Status.Waves[1].CompletedAt.Time.Before(opens) {
 		t.Errorf("wave 2 completed at %s, before its pool's window opened at %s", done.Status.Waves[1].CompletedAt, opens)
 	}
+}
+
+// describeRecords lists the history records of the pool named ns/name
+// among pools, as the duration prediction reads them.
+func describeRecords(t *testing.T, pools []*nodepoolv1.NodePool, ns, name string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, p := range pools {
+		if p.Namespace != ns || p.Name != name {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  status.revisions %v", st.Observe(t, p).Pool.Status.Revisions)
+		for _, e := range st.HistoryOf(t, p) {
+			_, usable := history.Past(e)
+			fmt.Fprintf(&b, "\n  rev %d %s %s started %s completed %v machines %d rounds %d forcedAt %v usable %v",
+				e.Revision, e.Initiator, e.Outcome, e.Started.Format(time.RFC3339Nano), e.Completed, e.Machines, e.Rounds, e.ForcedAt, usable)
+		}
+	}
+	return b.String()
 }
