@@ -49,12 +49,26 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		}
 	}
 	current := map[string]secrets.Token{}
+	repointed := false
 	for _, a := range plan.Tokens {
+		if old, ok := w.DecodedTokens[a.Name]; ok && old.PayloadHash != a.PayloadHash {
+			repointed = true
+		}
 		t, err := r.applyToken(ctx, pool, w, a)
 		if err != nil {
 			return err
 		}
 		current[a.Name] = t
+	}
+	if repointed {
+		// The payload server serves the mirrors (mirror.go): a token that
+		// now serves another payload (a forced rollout's latest, a halt's
+		// last healthy one) is mirrored before the MachineDeployment or
+		// MachineSet changes, so no machine made for the change boots
+		// what the token served before it.
+		if err := r.syncMirrors(ctx, pool, w, nil); err != nil {
+			return err
+		}
 	}
 	// New user-data exists before anything points at it; an existing
 	// one is rewritten after the MachineDeployment (below): its recorded
