@@ -141,32 +141,38 @@ func TestARecordACrashKeptOffTheStatusIsAdopted(t *testing.T) {
 // soaks), and the history reads it back for the duration prediction with
 // its duration once it completes.
 func TestARecordKeepsItsMachinesRoundsAndSoaks(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	got := recordedRollouts(t, t0.Add(2*time.Hour),
+		&rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0, Machines: 3, Rounds: 3},
+		&rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Hour), Machines: 30, Rounds: 11, Soak: 30 * time.Minute})
+	want := poolmath.PastRollout{Shape: poolmath.Shape{Machines: 30, Rounds: 11, Soak: 30 * time.Minute}, Took: time.Hour, Complete: true}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("history reads %+v, want [%+v] (revision 1, the creation, left out)", got, want)
+	}
+}
+
+// recordedRollouts records each rollout as it starts (superseding the one
+// before), completes the last at finished, and returns what the duration
+// prediction reads of the records (history.Rollouts).
+func recordedRollouts(t *testing.T, finished time.Time, recs ...*rollout.Record) []poolmath.PastRollout {
+	t.Helper()
 	scheme, pool := testPool()
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
 	ctx := context.Background()
-	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	for i, rec := range []*rollout.Record{
-		{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0, Machines: 3, Rounds: 3},
-		{Initiator: rollout.InitiatorSpec, RolloutHash: "b", PayloadHash: "q", Started: t0.Add(time.Hour), Machines: 30, Rounds: 11, Soak: 30 * time.Minute},
-	} {
+	for i, rec := range recs {
 		if err := r.recordHistory(ctx, pool, nil, starts(rec)); err != nil {
 			t.Fatal(i, err)
 		}
 	}
-	done := rollout.Plan{Finish: rollout.OutcomeComplete, FinishedAt: t0.Add(2 * time.Hour)}
-	if err := r.recordHistory(ctx, pool, nil, done); err != nil {
+	if err := r.recordHistory(ctx, pool, nil, rollout.Plan{Finish: rollout.OutcomeComplete, FinishedAt: finished}); err != nil {
 		t.Fatal(err)
 	}
 	list := &appsv1.ControllerRevisionList{}
 	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
 		t.Fatal(err)
 	}
-	got := history.Rollouts(list.Items, history.RecentLimit)
-	want := poolmath.PastRollout{Shape: poolmath.Shape{Machines: 30, Rounds: 11, Soak: 30 * time.Minute}, Took: time.Hour, Complete: true}
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("history reads %+v, want [%+v] (revision 1, the creation, left out)", got, want)
-	}
+	return history.Rollouts(list.Items, history.RecentLimit)
 }
 
 // A rollout that completes within the second it started (a pool of one
@@ -175,28 +181,10 @@ func TestARecordKeepsItsMachinesRoundsAndSoaks(t *testing.T) {
 // positive time and counts it (a completion rounded down to the second
 // read as a negative duration, and the rollout was left out).
 func TestARolloutDoneWithinASecondOfItsStartKeepsItsDuration(t *testing.T) {
-	scheme, pool := testPool()
-	c := fake.NewClientBuilder().WithScheme(scheme).Build()
-	r := &Reconciler{Client: c, APIReader: c, Settings: Settings{HistoryLimit: 10}}
-	ctx := context.Background()
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	for i, rec := range []*rollout.Record{
-		{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0, Machines: 1, Rounds: 1},
-		{Initiator: rollout.InitiatorRestart, RolloutHash: "a", PayloadHash: "p", Started: t0.Add(time.Minute + 3*time.Millisecond), ForcedAt: ptr.To(t0.Add(time.Minute)), Machines: 1, Rounds: 1},
-	} {
-		if err := r.recordHistory(ctx, pool, nil, starts(rec)); err != nil {
-			t.Fatal(i, err)
-		}
-	}
-	done := rollout.Plan{Finish: rollout.OutcomeComplete, FinishedAt: t0.Add(time.Minute + 870*time.Millisecond)}
-	if err := r.recordHistory(ctx, pool, nil, done); err != nil {
-		t.Fatal(err)
-	}
-	list := &appsv1.ControllerRevisionList{}
-	if err := c.List(ctx, list, client.InNamespace("ns")); err != nil {
-		t.Fatal(err)
-	}
-	got := history.Rollouts(list.Items, history.RecentLimit)
+	got := recordedRollouts(t, t0.Add(time.Minute+870*time.Millisecond),
+		&rollout.Record{Initiator: rollout.InitiatorSpec, RolloutHash: "a", PayloadHash: "p", Started: t0, Machines: 1, Rounds: 1},
+		&rollout.Record{Initiator: rollout.InitiatorRestart, RolloutHash: "a", PayloadHash: "p", Started: t0.Add(time.Minute + 3*time.Millisecond), ForcedAt: ptr.To(t0.Add(time.Minute)), Machines: 1, Rounds: 1})
 	want := poolmath.PastRollout{Shape: poolmath.Shape{Machines: 1, Rounds: 1}, Took: 867 * time.Millisecond, Complete: true}
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("history reads %+v, want [%+v]", got, want)

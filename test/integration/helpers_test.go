@@ -11,6 +11,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/controller"
 	"nodepool.dev/nodepool/test/stack"
 )
 
@@ -36,4 +37,17 @@ func nodesMatch(t *testing.T, p *nodepoolv1.NodePool, ok func(*corev1.Node) bool
 		}
 	}
 	return len(ms.Items) > 0
+}
+
+// withMirrors runs the controller with mirrors, as released: it copies
+// each pool's token and payload Secrets into nodepool-system, where the
+// payload server reads them, and returns those settings. The test's
+// cleanup restores the stack's settings.
+func withMirrors(t *testing.T) controller.Settings {
+	t.Helper()
+	mirrored := settings
+	mirrored.MirrorNamespace = stack.ManagementNamespace
+	st.MustRestartController(t, mirrored)
+	t.Cleanup(func() { st.MustRestartController(t, settings) })
+	return mirrored
 }

@@ -28,10 +28,7 @@ import (
 // write).
 func TestAForcedRolloutsMirroredTokenServesTheLatestPayloadBeforeMachinesAreMade(t *testing.T) {
 	ctx := context.Background()
-	mirrored := settings
-	mirrored.MirrorNamespace = stack.ManagementNamespace
-	st.MustRestartController(t, mirrored)
-	t.Cleanup(func() { st.MustRestartController(t, settings) })
+	withMirrors(t)
 
 	p := st.NewPool(t, "workers", 1)
 	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))

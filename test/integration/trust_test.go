@@ -246,10 +246,7 @@ func counter(t *testing.T, name string, labels map[string]string) float64 {
 // refused, and a scale-up still boots with them.
 func TestAForgedTokenSecretIsRefusedNeverMirroredAndNotServed(t *testing.T) {
 	ctx := context.Background()
-	mirrored := settings
-	mirrored.MirrorNamespace = stack.ManagementNamespace
-	st.MustRestartController(t, mirrored)
-	t.Cleanup(func() { st.MustRestartController(t, settings) })
+	mirrored := withMirrors(t)
 
 	p := st.NewPool(t, "workers", 1)
 	st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
