@@ -133,6 +133,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		if err := r.deleteSecret(ctx, s); err != nil {
 			return fmt.Errorf("cleaning up unreferenced Secret: %w", err)
 		}
+		r.written.deleted(pool, name)
 	}
 	// The clones of a rollout become unused with its user-data: they are
 	// looked for when such user-data is collected.
@@ -219,6 +220,7 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 		if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 			return secrets.Token{}, fmt.Errorf("updating token Secret %s: %w", a.Name, err)
 		}
+		r.written.secret(pool, updated) // own_writes.go
 	} else {
 		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
 		err := r.createOwned(ctx, pool, s, "Secret")
@@ -228,6 +230,7 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 		if err != nil {
 			return secrets.Token{}, err
 		}
+		r.written.secret(pool, s)
 	}
 	w.DecodedTokens[a.Name] = t
 	return t, nil
@@ -248,7 +251,11 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	old, found := w.UserData[a.Name]
 	if !found {
 		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
-		return r.createOwned(ctx, pool, s, "Secret")
+		if err := r.createOwned(ctx, pool, s, "Secret"); err != nil {
+			return err
+		}
+		r.written.secret(pool, s) // own_writes.go
+		return nil
 	}
 	// What machines boot is compared, not only the annotations: an edited
 	// Secret, or a new payload server URL or CA, is rewritten at once.
@@ -272,6 +279,7 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating user-data Secret %s: %w", a.Name, err)
 	}
+	r.written.secret(pool, updated)
 	return nil
 }
 

@@ -125,7 +125,7 @@ func (r *Reconciler) recordHistory(ctx context.Context, pool *nodepoolv1.NodePoo
 		e.Revision++ // the name is taken by an object without the pool's label
 	}
 	observeRolloutStarted(pool, e.Initiator)
-	r.records.wrote(pool, cr)
+	r.written.record(pool, cr)
 	owned = append(owned, *cr)
 	return r.prune(ctx, &owned, limit)
 }

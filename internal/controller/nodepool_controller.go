@@ -64,9 +64,9 @@ type Reconciler struct {
 	// payloads decodes payload Secrets once (payloadmemo.go); nil decodes
 	// at every reconcile.
 	payloads *payloadMemo
-	// records are the versions of the pools' current records the
-	// controller last wrote (record_state.go).
-	records recordVersions
+	// written are the versions of the pools' current records and Secrets
+	// the controller last wrote (own_writes.go).
+	written ownWrites
 	// refusals are the payload Secret versions ("<uid>/<resourceVersion>")
 	// refused and reported already (payload_trust.go); nil reports each
 	// refusal at every reconcile.
@@ -189,9 +189,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			retErr = nil
 			return
 		}
-		if errors.Is(retErr, errStaleRecords) {
-			// Read an old record (record_state.go): nothing is written.
-			retErr, res = nil, ctrl.Result{RequeueAfter: staleRecordsRetry}
+		if errors.Is(retErr, errStaleCache) {
+			// Read an older record or Secret than the controller wrote
+			// (own_writes.go): nothing is written.
+			retErr, res = nil, ctrl.Result{RequeueAfter: staleCacheRetry}
 			return
 		}
 		// The pool's mirrors (mirror.go) follow what exists, whatever the
@@ -232,7 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			if isConflict(err) {
 				rc.stage = stageConflict
 			}
-			if !errors.Is(err, errStalePool) && !errors.Is(err, errStaleRecords) {
+			if !errors.Is(err, errStalePool) && !errors.Is(err, errStaleCache) {
 				observeReconcileError(pool, rc.stage)
 			}
 			return ctrl.Result{}, err
@@ -496,6 +497,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, pool *nodepoolv1.NodeP
 		r.archived.Delete(pool.UID)
 		r.ownForced.Delete(pool.UID)
 		r.checkedSets.Delete(pool.UID)
+		r.written.forget(pool)
 		return ctrl.Result{}, r.writeMetadata(ctx, before, pool)
 	}
 	return ctrl.Result{}, nil

@@ -42,11 +42,12 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	if err != nil {
 		return nil, err
 	}
-	if err := r.records.check(pool, o.Records); err != nil { // record_state.go
+	w := &world{Objects: *o}
+	if err := r.written.check(pool, o.Records, w.secretByName); err != nil { // own_writes.go
 		return nil, err
 	}
-	r.reportRefusals(pool, o.Refused) // payload_trust.go
-	w := &world{Objects: *o}
+	// payload_trust.go
+	r.reportRefusals(pool, o.Refused)
 	if err := r.trustTokens(ctx, pool, w, in); err != nil { // token_trust.go
 		return nil, err
 	}

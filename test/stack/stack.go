@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -127,7 +128,7 @@ func start(ctx context.Context, workload *rest.Config) (_ *Stack, retErr error) 
 	if s.apiServer, err = NewForwarder(host.Host); err != nil {
 		return nil, err
 	}
-	if s.stopController, err = s.startController(s.Settings); err != nil {
+	if s.stopController, err = s.startController(s.Settings, nil); err != nil {
 		return nil, err
 	}
 	if err := s.startSim(); err != nil {
@@ -165,6 +166,17 @@ func (s *Stack) RestartController(settings controller.Settings) error {
 // none runs (an upgrade's own steps: the objects as an older release left
 // them), and starts it again.
 func (s *Stack) RestartControllerWith(settings controller.Settings, between func() error) error {
+	return s.restartController(settings, between, nil)
+}
+
+// RestartControllerReadingThrough restarts the NodePool controller with its
+// manager's client wrapped by wrap: a test makes its cache lag behind the
+// API server for chosen objects, as an informer does under load.
+func (s *Stack) RestartControllerReadingThrough(settings controller.Settings, wrap func(client.Client) client.Client) error {
+	return s.restartController(settings, nil, wrap)
+}
+
+func (s *Stack) restartController(settings controller.Settings, between func() error, wrap func(client.Client) client.Client) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopController != nil {
@@ -176,7 +188,7 @@ func (s *Stack) RestartControllerWith(settings controller.Settings, between func
 			return err
 		}
 	}
-	stop, err := s.startController(settings)
+	stop, err := s.startController(settings, wrap)
 	s.stopController = stop
 	return err
 }
@@ -189,16 +201,27 @@ func (s *Stack) CutAPIServer(d time.Duration) { s.apiServer.Cut(d) }
 
 // startController runs the NodePool controller in its own manager, as in
 // production (it has its own ClusterCache), until the returned func is
-// called. It reaches the API server through s.apiServer.
-func (s *Stack) startController(settings controller.Settings) (func(), error) {
+// called. It reaches the API server through s.apiServer, and reads
+// through wrap's client when wrap is not nil.
+func (s *Stack) startController(settings controller.Settings, wrap func(client.Client) client.Client) (func(), error) {
 	skip := true
 	cfg := rest.CopyConfig(s.Env.Config)
 	cfg.Host = "https://" + s.apiServer.Addr()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme: s.Env.Scheme, Cache: controller.CacheOptions(),
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: &skip},
-	})
+	}
+	if wrap != nil {
+		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.New(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err
 	}

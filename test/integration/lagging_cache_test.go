@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
+	"nodepool.dev/nodepool/internal/payload"
+	"nodepool.dev/nodepool/internal/secrets"
+	"nodepool.dev/nodepool/test/stack"
+)
+
+// laggingSecrets is the controller's client with a cache that has not yet
+// seen the writes to some Secrets: reads of a frozen Secret return it as
+// it was when frozen, as an informer behind the API server does under
+// load (it delivers each kind's events on its own, so the controller can
+// see its own write to a MachineDeployment before its write, a moment
+// later, to a Secret).
+type laggingSecrets struct {
+	client.Client
+	mu     sync.Mutex
+	frozen map[types.NamespacedName]*corev1.Secret
+}
+
+func (c *laggingSecrets) freeze(s *corev1.Secret) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frozen == nil {
+		c.frozen = map[types.NamespacedName]*corev1.Secret{}
+	}
+	c.frozen[client.ObjectKeyFromObject(s)] = s.DeepCopy()
+}
+
+func (c *laggingSecrets) thaw() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frozen = nil
+}
+
+func (c *laggingSecrets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if s, ok := obj.(*corev1.Secret); ok {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if old, ok := c.frozen[key]; ok {
+			old.DeepCopyInto(s)
+		}
+	}
+	return nil
+}
+
+func (c *laggingSecrets) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*corev1.SecretList); ok {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := range l.Items {
+			if old, ok := c.frozen[client.ObjectKeyFromObject(&l.Items[i])]; ok {
+				old.DeepCopyInto(&l.Items[i])
+			}
+		}
+	}
+	return nil
+}
+
+// A forced rollout rewrites the pool's user-data (the payload its rollout
+// now started with) after its token and MachineDeployment. The look that
+// follows can read the MachineDeployment and the token as written and the
+// user-data as it was: the controller does not decide on it (it waits
+// for its cache to show its own write), so the token keeps serving the
+// latest payload and the machine Cluster API makes boots it. Deciding on
+// it pointed the token back at the payload the machines ran, and a
+// machine made then booted it: the forced rollout was done and the drift
+// still pending.
+func TestAForcedRolloutsTokenKeepsTheLatestPayloadWhileTheCacheLagsBehindItsUserData(t *testing.T) {
+	ctx := context.Background()
+	lag := &laggingSecrets{}
+	if err := st.RestartControllerReadingThrough(settings, func(c client.Client) client.Client { lag.Client = c; return lag }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.MustRestartController(t, settings) })
+
+	p := st.NewPool(t, "workers", 1)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
+	st.SetManagementConfig(t, func(string) string {
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + stack.FreshDigest() + "\n"
+	})
+	st.WaitForPool(t, p, 30*time.Second, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
+
+	md := &clusterv1.MachineDeployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, md); err != nil {
+		t.Fatal(err)
+	}
+	ud := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: *md.Spec.Template.Spec.Bootstrap.DataSecretName}, ud); err != nil {
+		t.Fatal(err)
+	}
+	tokenName := secrets.TokenSecretName(p.Name, secrets.DecodeUserData(ud).RolloutHash)
+
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, stack.RolloutTimeout)
+	defer cancel()
+	tokens, err := wc.Watch(wctx, &corev1.SecretList{}, client.InNamespace(p.Namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tokens.Stop()
+
+	lag.freeze(ud)
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
+		p.Annotations[nodepoolv1.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
+	})
+	// The token's payload as it changes, while the cache shows the
+	// user-data as it was, and a few seconds after.
+	running := before.OnlyPayload()
+	latest := ""
+	var thawed <-chan time.Time
+	for done := false; !done; {
+		select {
+		case ev, ok := <-tokens.ResultChan():
+			if !ok {
+				t.Fatal("the Secrets' watch ended")
+			}
+			s, isSecret := ev.Object.(*corev1.Secret)
+			if !isSecret || ev.Type == watch.Deleted || s.Name != tokenName {
+				continue
+			}
+			served := string(s.Data[secrets.KeyPayloadHash])
+			switch {
+			case latest == "" && payload.PayloadLabelValue(served) != running:
+				latest = served
+				thawed = time.After(5 * time.Second)
+			case latest != "" && served != latest:
+				t.Fatalf("the forced rollout's token went back from the latest payload %s to %s while the controller's cache showed the user-data as it was before the rollout", payload.Short(latest), payload.Short(served))
+			}
+		case <-thawed:
+			done = true
+		case <-wctx.Done():
+			t.Fatalf("no forced rollout seen: the token still serves %s", running)
+		}
+	}
+	lag.thaw()
+	st.WaitForPool(t, p, stack.RolloutTimeout, "the machine replaced on the latest payload, drift applied", func(s stack.PoolState) bool {
+		return stack.PoolSettled(1)(s) && s.Machines.Intersection(before.Machines).Len() == 0 && s.OnlyPayload() == payload.PayloadLabelValue(latest) &&
+			stack.Condition(s.Pool, nodepoolv1.ConditionConfigUpdatePending).Status == metav1.ConditionFalse
+	})
+}
