@@ -101,6 +101,7 @@ var Invariants = []Check{
 	{"AHeldScaleUpNeverShrinksThePool", AHeldScaleUpNeverShrinksThePool},
 	{"AHaltHolds", AHaltHolds},
 	{"AHaltedPoolBootsTheLastHealthyPayload", AHaltedPoolBootsTheLastHealthyPayload},
+	{"AForcedRolloutsTokenNeverGoesBack", AForcedRolloutsTokenNeverGoesBack},
 	{"NothingBootsAFailedPayloadOutsideItsOwnRollout", NothingBootsAFailedPayloadOutsideItsOwnRollout},
 	{"NoHaltOrPauseWithoutARollout", NoHaltOrPauseWithoutARollout},
 	{"EveryHaltBelongsToTheCurrentRollout", EveryHaltBelongsToTheCurrentRollout},
@@ -607,6 +608,39 @@ func AHaltedPoolBootsTheLastHealthyPayload(c *Context) error {
 		if m.Payload == t.haltPayload {
 			return fmt.Errorf("machine %s of a halted pool boots %s, the payload that failed", m.Name, Short(m.Payload))
 		}
+	}
+	return nil
+}
+
+// AForcedRolloutsTokenNeverGoesBack: while a forced rollout's record is
+// the current one (in progress or complete, no halt kept on it), its
+// token never serves the payload it replaced (the second part of
+// forced-from) again, unless the latest payload is that one again: every
+// machine Cluster API makes for it, or after it, boots what it forced. A
+// look that decided on the pool's user-data as it was before the forced
+// rollout rewrote it (the controller's cache behind its own writes)
+// pointed the token back once the machines were replaced, and drift the
+// rollout applied read as pending.
+func AForcedRolloutsTokenNeverGoesBack(c *Context) error {
+	p := c.P
+	n := len(p.History)
+	if n == 0 || p.InPlace() {
+		return nil
+	}
+	cur := p.History[n-1]
+	if (cur.Outcome != OutcomeInProgress && cur.Outcome != OutcomeComplete) || cur.ForcedAt == nil ||
+		cur.State[nodepoolv1.AnnotationHalted] != "" || cur.State[nodepoolv1.AnnotationDrainHalted] != "" {
+		return nil
+	}
+	parts := strings.Split(cur.State[nodepoolv1.AnnotationForcedFrom], "/")
+	if len(parts) < 3 || parts[0] != cur.RolloutHash || parts[1] == parts[2] {
+		return nil
+	}
+	if latest, _ := p.Latest(); latest != nil && latest.Hash == parts[1] {
+		return nil
+	}
+	if tok, ok := p.Tokens[secrets.TokenSecretName(p.Name, cur.RolloutHash)]; ok && tok.PayloadHash == parts[1] {
+		return fmt.Errorf("the token of revision %d, a forced rollout (%s) onto %s, serves %s again, the payload it replaces", cur.Revision, cur.Initiator, Short(parts[2]), Short(parts[1]))
 	}
 	return nil
 }

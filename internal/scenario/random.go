@@ -21,12 +21,13 @@ type RandomOptions struct {
 	// Health, Windows and Bad enable health gates, maintenance settings
 	// and bad payloads; Drains a drain policy and a spell of blocked
 	// drains (the drain knob) on one pool of every third seed; Wider the
-	// events of randomWider.
-	Health, Windows, Bad, Drains, Wider bool
+	// events of randomWider; Lag a controller cache behind its own
+	// writes to the user-data (World.SecretsLag).
+	Health, Windows, Bad, Drains, Wider, Lag bool
 }
 
 // DefaultRandom are the settings of the fixed seeds.
-var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true, Drains: true, Wider: true}
+var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true, Drains: true, Wider: true, Lag: true}
 
 // Random is a world drawn from a seed: pools with random settings and a
 // script of owner edits, platform bumps, forced requests, pauses, bad
@@ -129,6 +130,19 @@ func Random(seed int64, o RandomOptions) *World {
 	}
 	if o.Wider {
 		randomWider(w, seed, start, o.Length)
+	}
+	if o.Lag {
+		// From its own source (the rest of a seed's world is the same
+		// without it): after half the looks that rewrote a pool's
+		// user-data, the controller's cache shows the old user-data for
+		// 1 to 5 seconds more.
+		lag := rand.New(rand.NewSource(seed ^ 0x5ec7e75))
+		w.SecretsLag = func() time.Duration {
+			if lag.Intn(2) == 0 {
+				return 0
+			}
+			return time.Duration(1+lag.Intn(5)) * time.Second
+		}
 	}
 	return w
 }

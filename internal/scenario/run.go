@@ -2,10 +2,12 @@ package scenario
 
 import (
 	"fmt"
-
-	"nodepool.dev/nodepool/internal/rollout"
+	"maps"
+	"reflect"
 	"sort"
 	"time"
+
+	"nodepool.dev/nodepool/internal/rollout"
 )
 
 // Action is something scripted that happens at a time: an owner edit, a
@@ -44,6 +46,7 @@ func (w *World) Restart() {
 		// Its connection to the pool's Cluster comes up after its first
 		// look at the pool, as a real controller's ClusterCache does.
 		p.nodesUnread = true
+		p.staleUserData = nil // a new cache lists what exists
 	}
 	for _, f := range w.fleets {
 		f.due = w.Now
@@ -173,13 +176,40 @@ func (w *World) Step() error {
 	return nil
 }
 
+// ownWritesLimit is how long the controller waits for its cache to show
+// its own writes (internal/controller/own_writes.go's staleCacheLimit).
+const ownWritesLimit = 30 * time.Second
+
 // reconcile is one reconcile of the pool: observe, decide, apply, check.
 func (p *Pool) reconcile() []error {
+	if p.staleUserData != nil && !p.w.Now.Before(p.staleUntil) {
+		p.staleUserData = nil // the cache caught up
+	}
+	if p.staleUserData != nil && !p.w.DecideOnLaggingSecrets && p.w.Now.Sub(p.staleSince) <= ownWritesLimit {
+		// The cache has not shown the controller's own last write to the
+		// pool's user-data: it decides nothing and looks again a second
+		// later (internal/controller/own_writes.go).
+		p.w.Note("%s: the controller's cache is behind its own write to the user-data: nothing decided", p.Name)
+		p.due = p.w.Now.Add(time.Second)
+		return nil
+	}
 	in := p.Observe()
+	if p.staleUserData != nil {
+		// The Secret informer delivers the writes in order: the tokens
+		// (written first) as written, the user-data (rewritten last) as
+		// it was.
+		in.UserData = p.staleUserData
+	}
 	p.nodesUnread = false
 	p.looks++
 	plan := rollout.Decide(in)
+	userData := maps.Clone(p.UserData)
 	p.apply(in, plan)
+	if p.staleUserData == nil && p.w.SecretsLag != nil && !reflect.DeepEqual(userData, p.UserData) {
+		if lag := p.w.SecretsLag(); lag > 0 {
+			p.staleUserData, p.staleSince, p.staleUntil = userData, p.w.Now, p.w.Now.Add(lag)
+		}
+	}
 	p.lastPlan = &plan
 	if a := plan.Decision.Action; a != rollout.ActionNone && p.stepAction == "" {
 		p.stepAction = a

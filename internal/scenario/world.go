@@ -92,8 +92,19 @@ type World struct {
 	FleetLookPerPool time.Duration
 	// Done, when set, ends Run after a step it reports true for (a
 	// forecast's run, once it knows what it was run for).
-	Done  func(w *World) bool
-	notes []string
+	Done func(w *World) bool
+	// SecretsLag, when set, is drawn after a look that rewrote a pool's
+	// user-data: how long the controller's cache still shows the
+	// user-data as it was (its Secret informer behind the writes made
+	// after the MachineDeployment's; 0: not at all). The controller then
+	// decides nothing and looks again a second later (its check of its
+	// own writes), for at most ownWritesLimit.
+	SecretsLag func() time.Duration
+	// DecideOnLaggingSecrets models a controller without that check: a
+	// look behind its own writes decides on the Secrets as they were. Only
+	// for the test that shows what the check prevents.
+	DecideOnLaggingSecrets bool
+	notes                  []string
 }
 
 // New is an empty world at start.
@@ -131,6 +142,11 @@ type Pool struct {
 	UserData map[string]rollout.UserData
 	Tokens   map[string]rollout.Token
 	Payloads map[string]*payload.Payload
+	// staleUserData is its user-data as the controller's cache shows it
+	// until staleUntil, behind a rewrite the controller made at
+	// staleSince (nil once the cache caught up).
+	staleUserData          map[string]rollout.UserData
+	staleSince, staleUntil time.Time
 
 	// MD is the MachineDeployment (Replace pools), nil until created.
 	MD *MachineDeployment
