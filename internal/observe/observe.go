@@ -248,7 +248,7 @@ func CurrentRollout(records []appsv1.ControllerRevision) *rollout.CurrentRollout
 	cur := &rollout.CurrentRollout{Revision: cr.Revision, State: map[string]string{},
 		InProgress: cr.Annotations[history.AnnotationOutcome] == history.OutcomeInProgress}
 	if e, err := history.Decode(cr); err == nil {
-		cur.RolloutHash, cur.Started, cur.Forced = e.RolloutHash, e.Started, e.ForcedAt != nil
+		cur.RolloutHash, cur.Started, cur.Forced, cur.ForcedAt = e.RolloutHash, e.Started, e.ForcedAt != nil, e.ForcedAt
 	}
 	for _, k := range rollout.RecordKeys {
 		if v, ok := cr.Annotations[k]; ok && v != "" {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -197,4 +198,32 @@ func rollbackRolloutAfter(in Input, target *UserData, at time.Time) *time.Time {
 	}
 	newest = newest.UTC().Truncate(time.Second)
 	return &newest
+}
+
+// forcedUserData reads a forced rollout's payload from its record onto the
+// user-data it rolls. A forced rollout rewrites that user-data (the
+// payload its rollout now started with, which pending drift is measured
+// against) after the MachineDeployment carries it; a reconcile that
+// stopped in between (a conflict, an API error, a restart) left the
+// user-data naming the payload before it, and once the machines were
+// replaced the token went back to that payload and the drift the rollout
+// applied read as pending. The record, written before anything else,
+// says what the forced rollout boots: while it is the current one and the
+// MachineDeployment carries it, the user-data starts from that payload
+// and the plan writes it again.
+func forcedUserData(in Input) Input {
+	cur, md := in.Current, in.MachineDeployment
+	if cur == nil || cur.ForcedAt == nil || md == nil || md.RolloutAfter == nil || md.RolloutAfter.Before(*cur.ForcedAt) {
+		return in
+	}
+	ud, ok := in.UserData[md.DataSecretName]
+	if !ok || ud.RolloutHash != cur.RolloutHash {
+		return in
+	}
+	if _, to := forcedPayloads(in, &ud); to != "" && to != ud.PayloadHash {
+		in.UserData = maps.Clone(in.UserData)
+		ud.PayloadHash = to
+		in.UserData[ud.Name] = ud
+	}
+	return in
 }

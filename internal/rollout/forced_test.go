@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/inputs"
 	"nodepool.dev/nodepool/internal/inputs/inputstest"
+	"nodepool.dev/nodepool/internal/payload"
 )
 
 func bumpProxyImage(w *inputstest.World) {
@@ -213,5 +215,69 @@ func TestTheRolloutPolicyReplacesMachinesMadeInTheSecondTheDriftWasSeen(t *testi
 	p = Decide(in)
 	if p.Record == nil || p.Record.Initiator != InitiatorPolicy || p.Record.ForcedAt == nil || !p.Record.ForcedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("record %+v, want a policy rollout forced at %v", p.Record, t0.Add(time.Second))
+	}
+}
+
+// A forced rollout rewrites its user-data (the payload its rollout now
+// started with) after its MachineDeployment. When that write is lost (the
+// reconcile stopped after the MachineDeployment: a conflict, an API error,
+// a restart), the user-data still names the payload before it, and once
+// the machines are replaced the token went back to it and the drift the
+// rollout applied read as pending. The forced rollout's record says what
+// it boots: the user-data is written again from it, and the token keeps
+// serving it.
+func TestAForcedRolloutWhoseUserDataRewriteWasLostIsReadFromItsRecord(t *testing.T) {
+	w := inputstest.New()
+	in := settled(t, w)
+	old := in.Latest.Hash
+	bumpProxyImage(w)
+	in = relatest(t, in, w)
+	in.Pool.Annotations[nodepoolv1.AnnotationApplyPending] = t0.Add(-time.Second).Format(time.RFC3339)
+	p := Decide(in)
+	if p.Record == nil || p.Record.ForcedAt == nil {
+		t.Fatalf("no forced rollout: %+v", p.Decision)
+	}
+	latest := in.Latest.Hash
+	tok := targetToken(t, p)
+
+	// What the API server holds after a reconcile that wrote the record,
+	// the token and the MachineDeployment, and then stopped; Cluster API
+	// has replaced the machines since.
+	next := in
+	next.Now = t0.Add(10 * time.Minute)
+	next.Tokens = maps.Clone(in.Tokens)
+	tk := next.Tokens[tok.Name]
+	tk.PayloadHash = tok.PayloadHash
+	next.Tokens[tok.Name] = tk
+	next.Payloads = maps.Clone(in.Payloads)
+	for _, pl := range p.Payloads {
+		next.Payloads[pl.Hash] = pl
+	}
+	md := *in.MachineDeployment
+	md.RolloutAfter = p.MachineDeployment.RolloutAfter
+	md.MachinesCreated = []time.Time{t0.Add(time.Minute), t0.Add(time.Minute), t0.Add(time.Minute)}
+	next.MachineDeployment = &md
+	next.Nodes = []Node{{Name: "n2", Payload: payload.Short(latest), Ready: true}}
+	next.Current = &CurrentRollout{Revision: 2, RolloutHash: p.Record.RolloutHash, Started: p.Record.Started, InProgress: true,
+		Forced: true, ForcedAt: p.Record.ForcedAt, State: maps.Clone(p.RecordState)}
+	if ud := next.UserData[md.DataSecretName]; ud.PayloadHash != old {
+		t.Fatalf("the user-data as the lost write left it starts %s, want %s", payload.Short(ud.PayloadHash), payload.Short(old))
+	}
+
+	q := Decide(next)
+	if got := targetToken(t, q); got.PayloadHash != latest {
+		t.Errorf("the token serves %s once the machines are replaced, want the forced payload %s", payload.Short(got.PayloadHash), payload.Short(latest))
+	}
+	var written *UserDataAction
+	for i := range q.UserData {
+		if q.UserData[i].Name == md.DataSecretName {
+			written = &q.UserData[i]
+		}
+	}
+	if written == nil || written.PayloadHash != latest {
+		t.Errorf("user-data written %+v, want it to start from the forced payload %s", written, payload.Short(latest))
+	}
+	if len(q.Pending) != 0 {
+		t.Errorf("drift the forced rollout applied reads as pending: %+v", q.Pending)
 	}
 }

@@ -87,6 +87,9 @@ type CurrentRollout struct {
 	Started     time.Time
 	InProgress  bool
 	Forced      bool
+	// ForcedAt is a forced rollout's time (the record's forcedAt): the
+	// MachineDeployment carries it once its rollout.after is not before.
+	ForcedAt *time.Time
 	// State holds the record's keys of RecordKeys, by key.
 	State map[string]string
 }

@@ -16,8 +16,10 @@ import (
 // apply carries out a plan on the model as the controller does: history
 // first, then payloads, tokens, new user-data, the MachineDeployment (or
 // MachineSet and node actions), gates, user-data rewrites, cleanup marks
-// and deletions; the pool's annotations and status last.
-func (p *Pool) apply(in rollout.Input, plan rollout.Plan) {
+// and deletions; the pool's annotations and status last. It reports
+// whether the controller stopped right after the MachineDeployment
+// (World.CrashAfterMachineDeployment): what it wrote until then stays.
+func (p *Pool) apply(in rollout.Input, plan rollout.Plan) (stopped bool) {
 	now := p.w.Now
 	p.Events = append(p.Events, plan.Events...)
 	p.recordHistory(plan)
@@ -52,7 +54,17 @@ func (p *Pool) apply(in rollout.Input, plan rollout.Plan) {
 		p.applyMachineSet(plan.MachineDeployment)
 		p.applyNodeActions(plan)
 	} else {
+		var before MachineDeployment
+		if p.MD != nil {
+			before = *p.MD
+		}
 		p.applyMachineDeployment(plan.MachineDeployment)
+		if p.w.CrashAfterMachineDeployment && p.MD != nil && (p.MD.DataSecretName != before.DataSecretName || !equalTimes(p.MD.RolloutAfter, before.RolloutAfter)) {
+			// The record's state is written with the record, before the
+			// plan is applied.
+			p.writeRecordState(plan)
+			return true
+		}
 	}
 	for _, g := range plan.Gates {
 		for _, m := range p.Machines {
@@ -102,6 +114,12 @@ func (p *Pool) apply(in rollout.Input, plan rollout.Plan) {
 	}
 	p.writeRecordState(plan)
 	p.writeStatus(in, plan)
+	return false
+}
+
+// equalTimes reports whether two optional times are the same.
+func equalTimes(a, b *time.Time) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Equal(*b))
 }
 
 // writeStatus copies the plan's status and conditions onto the pool.

@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -40,15 +39,41 @@ func TestScenarioAForcedRolloutsTokenHoldsWhileTheCacheLagsBehindItsSecrets(t *t
 	golden(t, w)
 }
 
-// A controller that decides on its lagging cache (without its check of
-// its own writes) points the forced rollout's token back at the payload
-// it replaces, which the invariant names.
-func TestScenarioAControllerDecidingOnItsLaggingCachePointsAForcedRolloutsTokenBack(t *testing.T) {
+// Even a controller that decided on its lagging cache (without its check
+// of its own writes) would keep the forced rollout's token: the engine
+// reads what the forced rollout boots from its record, not from the
+// user-data the cache shows as it was (before it did, the token went
+// back to the payload the old machine ran once the machine was replaced).
+func TestScenarioAForcedRolloutsTokenHoldsEvenDecidedOnALaggingCache(t *testing.T) {
 	w := New(t0)
-	forcedAfterAnOwnerChange(t, w)
+	p := forcedAfterAnOwnerChange(t, w)
 	w.DecideOnLaggingSecrets = true
-	err := w.RunFor(2 * time.Hour)
-	if err == nil || !strings.Contains(err.Error(), "AForcedRolloutsTokenNeverGoesBack") {
-		t.Fatalf("got %v, want AForcedRolloutsTokenNeverGoesBack to fail\n%s", err, w.Trace())
+	run(t, w, 2*time.Hour)
+	wantRecord(t, w, p, rollout.InitiatorPlatform, OutcomeComplete)
+	wantAllOn(t, w, p, latestHash(p))
+}
+
+// The controller stops right after the forced rollout's MachineDeployment
+// write (its user-data rewrite lost with the rest of the reconcile) and
+// restarts: the forced rollout's record says what it boots, so the
+// user-data is written again from it, the token keeps serving it once the
+// machine is replaced, and no drift is left pending.
+func TestScenarioAForcedRolloutStoppedAfterItsMachineDeploymentEndsOnItsPayload(t *testing.T) {
+	w := New(t0)
+	p := settleNew(t, w, PoolSpec{Name: "workers", Replicas: 1})
+	w.After(time.Minute, "platform bumps the renderer to r2", func(*World) { p.Inputs.Platform[CompRenderer] = "r2" })
+	w.After(2*time.Minute, "person runs apply-pending; the controller will stop after its next MachineDeployment write", func(w *World) {
+		ApplyPending(p, "")
+		w.CrashAfterMachineDeployment = true
+	})
+	run(t, w, 2*time.Hour) // AForcedRolloutsTokenNeverGoesBack is checked at every look
+	wantRecord(t, w, p, rollout.InitiatorPlatform, OutcomeComplete)
+	wantAllOn(t, w, p, latestHash(p))
+	if len(p.Obj.Status.PendingManagementChanges) != 0 {
+		t.Errorf("drift left: %+v\n%s", p.Obj.Status.PendingManagementChanges, w.Trace())
 	}
+	if ud := p.UserData[p.MD.DataSecretName]; ud.PayloadHash != latestHash(p) {
+		t.Errorf("the user-data starts from %s, want the forced payload %s\n%s", Short(ud.PayloadHash), Short(latestHash(p)), w.Trace())
+	}
+	golden(t, w)
 }

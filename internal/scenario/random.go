@@ -22,12 +22,14 @@ type RandomOptions struct {
 	// and bad payloads; Drains a drain policy and a spell of blocked
 	// drains (the drain knob) on one pool of every third seed; Wider the
 	// events of randomWider; Lag a controller cache behind its own
-	// writes to the user-data (World.SecretsLag).
-	Health, Windows, Bad, Drains, Wider, Lag bool
+	// writes to the user-data (World.SecretsLag); Crash a controller that
+	// stops right after a MachineDeployment write on every third seed
+	// (World.CrashAfterMachineDeployment).
+	Health, Windows, Bad, Drains, Wider, Lag, Crash bool
 }
 
 // DefaultRandom are the settings of the fixed seeds.
-var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true, Drains: true, Wider: true, Lag: true}
+var DefaultRandom = RandomOptions{Pools: 2, Length: 3 * 24 * time.Hour, Events: 12, Health: true, Windows: true, Bad: true, Drains: true, Wider: true, Lag: true, Crash: true}
 
 // Random is a world drawn from a seed: pools with random settings and a
 // script of owner edits, platform bumps, forced requests, pauses, bad
@@ -142,6 +144,13 @@ func Random(seed int64, o RandomOptions) *World {
 				return 0
 			}
 			return time.Duration(1+lag.Intn(5)) * time.Second
+		}
+	}
+	if o.Crash {
+		c := rand.New(rand.NewSource(seed ^ 0xc4a54))
+		if c.Intn(3) == 0 {
+			at := start.Add(time.Duration(c.Int63n(int64(o.Length/time.Second))) * time.Second)
+			w.At(at, "the controller will stop right after its next MachineDeployment write", func(w *World) { w.CrashAfterMachineDeployment = true })
 		}
 	}
 	return w

@@ -204,7 +204,14 @@ func (p *Pool) reconcile() []error {
 	p.looks++
 	plan := rollout.Decide(in)
 	userData := maps.Clone(p.UserData)
-	p.apply(in, plan)
+	if p.apply(in, plan) {
+		// The controller stopped right after writing the
+		// MachineDeployment; it restarts and looks at every pool again.
+		p.w.CrashAfterMachineDeployment = false
+		p.w.Note("%s: the controller stopped right after writing the MachineDeployment", p.Name)
+		p.w.Restart()
+		return nil
+	}
 	if p.staleUserData == nil && p.w.SecretsLag != nil && !reflect.DeepEqual(userData, p.UserData) {
 		if lag := p.w.SecretsLag(); lag > 0 {
 			p.staleUserData, p.staleSince, p.staleUntil = userData, p.w.Now, p.w.Now.Add(lag)

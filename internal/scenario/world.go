@@ -100,9 +100,15 @@ type World struct {
 	// decides nothing and looks again a second later (its check of its
 	// own writes), for at most ownWritesLimit.
 	SecretsLag func() time.Duration
+	// CrashAfterMachineDeployment stops the controller in the next look
+	// that changes a MachineDeployment's user-data or rollout.after, right
+	// after that write (a crash, or an API error that ends the reconcile):
+	// the record, tokens and new user-data are written, the rest is not;
+	// the controller then restarts.
+	CrashAfterMachineDeployment bool
 	// DecideOnLaggingSecrets models a controller without that check: a
-	// look behind its own writes decides on the Secrets as they were. Only
-	// for the test that shows what the check prevents.
+	// look behind its own writes decides on the user-data as it was. Only
+	// for the test that shows the engine holds even then.
 	DecideOnLaggingSecrets bool
 	notes                  []string
 }
@@ -432,7 +438,7 @@ func (p *Pool) current() *rollout.CurrentRollout {
 	}
 	r := p.History[n-1]
 	c := &rollout.CurrentRollout{Revision: r.Revision, State: map[string]string{}, RolloutHash: r.RolloutHash, Started: r.Started,
-		InProgress: r.Outcome == OutcomeInProgress, Forced: r.ForcedAt != nil}
+		InProgress: r.Outcome == OutcomeInProgress, Forced: r.ForcedAt != nil, ForcedAt: r.ForcedAt}
 	for k, v := range r.State {
 		c.State[k] = v
 	}

@@ -2,11 +2,13 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -29,6 +31,30 @@ type laggingSecrets struct {
 	client.Client
 	mu     sync.Mutex
 	frozen map[types.NamespacedName]*corev1.Secret
+	// refuse names a Secret whose next patch fails with a conflict, as
+	// one written by someone else since it was read would.
+	refuse *types.NamespacedName
+}
+
+func (c *laggingSecrets) refuseNextPatch(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refuse = &key
+}
+
+func (c *laggingSecrets) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		c.mu.Lock()
+		refused := c.refuse != nil && *c.refuse == client.ObjectKeyFromObject(obj)
+		if refused {
+			c.refuse = nil
+		}
+		c.mu.Unlock()
+		if refused {
+			return apierrors.NewConflict(corev1.Resource("secrets"), obj.GetName(), errors.New("the object has been modified"))
+		}
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
 }
 
 func (c *laggingSecrets) freeze(s *corev1.Secret) {
@@ -160,4 +186,55 @@ func TestAForcedRolloutsTokenKeepsTheLatestPayloadWhileTheCacheLagsBehindItsUser
 		return stack.PoolSettled(1)(s) && s.Machines.Intersection(before.Machines).Len() == 0 && s.OnlyPayload() == payload.PayloadLabelValue(latest) &&
 			stack.Condition(s.Pool, nodepoolv1.ConditionConfigUpdatePending).Status == metav1.ConditionFalse
 	})
+}
+
+// A forced rollout whose reconcile stopped after its MachineDeployment
+// (here its user-data rewrite refused with a conflict) still ends on its
+// payload: its record says what it boots, so the user-data is written
+// again from it, the token keeps serving it, and no drift is left
+// pending once the machine is replaced. Before, the user-data kept the
+// payload before the rollout: the drift read as pending and the token
+// went back to the old payload.
+func TestAForcedRolloutWhoseUserDataRewriteFailedEndsOnItsPayload(t *testing.T) {
+	ctx := context.Background()
+	lag := &laggingSecrets{}
+	if err := st.RestartControllerReadingThrough(settings, func(c client.Client) client.Client { lag.Client = c; return lag }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.MustRestartController(t, settings) })
+
+	p := st.NewPool(t, "workers", 1)
+	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
+	st.SetManagementConfig(t, func(string) string {
+		return "apiServerProxyImage: registry.example/haproxy@sha256:" + stack.FreshDigest() + "\n"
+	})
+	st.WaitForPool(t, p, 30*time.Second, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
+	md := &clusterv1.MachineDeployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, md); err != nil {
+		t.Fatal(err)
+	}
+	userData := types.NamespacedName{Namespace: p.Namespace, Name: *md.Spec.Template.Spec.Bootstrap.DataSecretName}
+
+	lag.refuseNextPatch(userData)
+	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
+		p.Annotations[nodepoolv1.AnnotationApplyPending] = time.Now().UTC().Format(time.RFC3339)
+	})
+	after := st.WaitForPool(t, p, stack.RolloutTimeout, "the machine replaced, drift applied", func(s stack.PoolState) bool {
+		return stack.PoolSettled(1)(s) && s.Machines.Intersection(before.Machines).Len() == 0 && s.OnlyPayload() != before.OnlyPayload() &&
+			stack.Condition(s.Pool, nodepoolv1.ConditionConfigUpdatePending).Status == metav1.ConditionFalse
+	})
+	ud := &corev1.Secret{}
+	if err := env.Client.Get(ctx, userData, ud); err != nil {
+		t.Fatal(err)
+	}
+	if got := payload.PayloadLabelValue(secrets.DecodeUserData(ud).StartedPayload); got != after.OnlyPayload() {
+		t.Errorf("the user-data starts from %s, want the payload the forced rollout booted, %s", got, after.OnlyPayload())
+	}
+	tok := &corev1.Secret{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: secrets.TokenSecretName(p.Name, secrets.DecodeUserData(ud).RolloutHash)}, tok); err != nil {
+		t.Fatal(err)
+	}
+	if got := payload.PayloadLabelValue(string(tok.Data[secrets.KeyPayloadHash])); got != after.OnlyPayload() {
+		t.Errorf("the token serves %s, want the payload the forced rollout booted, %s", got, after.OnlyPayload())
+	}
 }
