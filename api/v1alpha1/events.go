@@ -37,7 +37,9 @@ const (
 	EventSeeded    = "Seeded"
 	EventCorrected = "Corrected"
 	// EventUserDataRestored (Warning): a user-data Secret machines use was
-	// missing and was rebuilt from its token.
+	// missing and was rebuilt from its token, or named the payload before
+	// the forced rollout that rolls it (its rewrite was lost) and is
+	// written again from the rollout's record.
 	EventUserDataRestored = "UserDataRestored"
 	// EventPayloadMissing (Warning): a payload a token serves is gone; the
 	// token moves to the latest payload.

@@ -46,8 +46,8 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 	if err := r.written.check(pool, o.Records, w.secretByName); err != nil { // own_writes.go
 		return nil, err
 	}
-	// payload_trust.go
-	r.reportRefusals(pool, o.Refused)
+	r.reportRefusals(pool, o.Refused) // payload_trust.go
+
 	if err := r.trustTokens(ctx, pool, w, in); err != nil { // token_trust.go
 		return nil, err
 	}

@@ -210,8 +210,8 @@ func rollbackRolloutAfter(in Input, target *UserData, at time.Time) *time.Time {
 // applied read as pending. The record, written before anything else,
 // says what the forced rollout boots: while it is the current one and the
 // MachineDeployment carries it, the user-data starts from that payload
-// and the plan writes it again.
-func forcedUserData(in Input) Input {
+// and the plan writes it again (said once, as UserDataRestored).
+func forcedUserData(in Input, p *Plan) Input {
 	cur, md := in.Current, in.MachineDeployment
 	if cur == nil || cur.ForcedAt == nil || md == nil || md.RolloutAfter == nil || md.RolloutAfter.Before(*cur.ForcedAt) {
 		return in
@@ -221,6 +221,9 @@ func forcedUserData(in Input) Input {
 		return in
 	}
 	if _, to := forcedPayloads(in, &ud); to != "" && to != ud.PayloadHash {
+		p.Events = append(p.Events, Event{Type: corev1.EventTypeWarning, Reason: nodepoolv1.EventUserDataRestored,
+			Message: fmt.Sprintf("user-data Secret %s named payload %s, from before the forced rollout of revision %d (its rewrite was lost): written again with %s, the payload the rollout boots",
+				ud.Name, payload.Short(ud.PayloadHash), cur.Revision, payload.Short(to))})
 		in.UserData = maps.Clone(in.UserData)
 		ud.PayloadHash = to
 		in.UserData[ud.Name] = ud

@@ -280,4 +280,13 @@ func TestAForcedRolloutWhoseUserDataRewriteWasLostIsReadFromItsRecord(t *testing
 	if len(q.Pending) != 0 {
 		t.Errorf("drift the forced rollout applied reads as pending: %+v", q.Pending)
 	}
+	if !hasEvent(q, nodepoolv1.EventUserDataRestored) {
+		t.Errorf("events %+v, want UserDataRestored saying the user-data is written again", q.Events)
+	}
+	// Once written, nothing more is said.
+	next.UserData = maps.Clone(next.UserData)
+	next.UserData[written.Name] = written.UserData
+	if r := Decide(next); hasEvent(r, nodepoolv1.EventUserDataRestored) {
+		t.Errorf("UserDataRestored said again once the user-data starts from the forced payload: %+v", r.Events)
+	}
 }

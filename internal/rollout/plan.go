@@ -18,7 +18,7 @@ import (
 func Decide(in Input) Plan {
 	p := Plan{Annotations: map[string]string{}}
 	in = resumeRequested(in, &p) // record.go
-	in = forcedUserData(in)      // forced.go
+	in = forcedUserData(in, &p)  // forced.go
 	stored := in.UserData
 	in = restoreUserData(in, &p)
 	in = rolledBackLatest(in) // health.go
