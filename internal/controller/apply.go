@@ -133,7 +133,7 @@ func (r *Reconciler) apply(ctx context.Context, pool *nodepoolv1.NodePool, in *i
 		if err := r.deleteSecret(ctx, s); err != nil {
 			return fmt.Errorf("cleaning up unreferenced Secret: %w", err)
 		}
-		r.written.deleted(pool, name)
+		r.written.deleted(pool, s)
 	}
 	// The clones of a rollout become unused with its user-data: they are
 	// looked for when such user-data is collected.
@@ -220,7 +220,7 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 		if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 			return secrets.Token{}, fmt.Errorf("updating token Secret %s: %w", a.Name, err)
 		}
-		r.written.secret(pool, updated) // own_writes.go
+		r.written.object(pool, updated) // own_writes.go
 	} else {
 		controllerutil.AddFinalizer(s, nodepoolv1.FinalizerInUse)
 		err := r.createOwned(ctx, pool, s, "Secret")
@@ -230,7 +230,7 @@ func (r *Reconciler) applyToken(ctx context.Context, pool *nodepoolv1.NodePool, 
 		if err != nil {
 			return secrets.Token{}, err
 		}
-		r.written.secret(pool, s)
+		r.written.object(pool, s)
 	}
 	w.DecodedTokens[a.Name] = t
 	return t, nil
@@ -254,7 +254,7 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 		if err := r.createOwned(ctx, pool, s, "Secret"); err != nil {
 			return err
 		}
-		r.written.secret(pool, s) // own_writes.go
+		r.written.object(pool, s) // own_writes.go
 		return nil
 	}
 	// What machines boot is compared, not only the annotations: an edited
@@ -279,7 +279,7 @@ func (r *Reconciler) applyUserData(ctx context.Context, pool *nodepoolv1.NodePoo
 	if err := r.Client.Patch(ctx, updated, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("updating user-data Secret %s: %w", a.Name, err)
 	}
-	r.written.secret(pool, updated)
+	r.written.object(pool, updated)
 	return nil
 }
 
@@ -412,6 +412,7 @@ func createOrPatch[T any, P scaled[T]](ctx context.Context, r *Reconciler, pool 
 		if err := r.Client.Create(ctx, fresh); err != nil {
 			return false, fmt.Errorf("creating %s: %w", kind, err)
 		}
+		r.written.object(pool, fresh) // own_writes.go
 		return false, nil
 	}
 	obj := read.DeepCopyObject().(P)
@@ -422,6 +423,7 @@ func createOrPatch[T any, P scaled[T]](ctx context.Context, r *Reconciler, pool 
 	if err := r.Client.Patch(ctx, obj, patchFrom(d, read, replicas(read), replicas(obj))); err != nil {
 		return false, fmt.Errorf("patching %s: %w", kind, err)
 	}
+	r.written.object(pool, obj)
 	return true, nil
 }
 

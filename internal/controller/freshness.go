@@ -43,7 +43,7 @@ func (r *Reconciler) checkFresh(ctx context.Context, pool *nodepoolv1.NodePool) 
 // older than the API server's.
 var staleDecisions = prometheus.NewCounter(prometheus.CounterOpts{
 	Name: "nodepool_stale_pool_decisions_total",
-	Help: "Reconciles that decided nothing because the cache held an older pool than the API server's (a rollout about to start) or an older rollout record, token or user-data Secret than the controller wrote.",
+	Help: "Reconciles that decided nothing because the cache held an older pool than the API server's (a rollout about to start) or an older rollout record, token or user-data Secret, MachineDeployment or MachineSet than the controller wrote.",
 })
 
 func init() { metrics.Registry.MustRegister(staleDecisions) }

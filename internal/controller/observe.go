@@ -43,7 +43,7 @@ func (r *Reconciler) observe(ctx context.Context, pool *nodepoolv1.NodePool, in 
 		return nil, err
 	}
 	w := &world{Objects: *o}
-	if err := r.written.check(pool, o.Records, w.secretByName); err != nil { // own_writes.go
+	if err := r.written.check(pool, o.Records, w.cached); err != nil { // own_writes.go
 		return nil, err
 	}
 	r.reportRefusals(pool, o.Refused) // payload_trust.go

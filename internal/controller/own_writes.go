@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -9,6 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
@@ -27,8 +30,9 @@ import (
 //
 // So the controller remembers the version of each object it wrote that
 // carries a rollout's state (the pool's current record, its token and
-// user-data Secrets), and a reconcile whose cache shows an older one, or
-// none yet, decides nothing and looks again shortly (errStaleCache).
+// user-data Secrets, its MachineDeployment or InPlace MachineSet), and a
+// reconcile whose cache shows an older one, or none yet, decides nothing
+// and looks again shortly (errStaleCache).
 
 // errStaleCache stops a reconcile whose cache holds an older version of an
 // object the controller wrote than the one it wrote (or not yet the
@@ -59,12 +63,29 @@ type writtenObject struct {
 	at              time.Time
 }
 
-// ownWrites remembers, by pool UID, the record and the Secrets the
+// ownedKey names one of a pool's objects: its kind and name.
+type ownedKey struct{ kind, name string }
+
+// keyOf is the ownedKey of one of the pool's Secrets, its
+// MachineDeployment or its MachineSet.
+func keyOf(obj client.Object) ownedKey {
+	switch obj.(type) {
+	case *corev1.Secret:
+		return ownedKey{"Secret", obj.GetName()}
+	case *clusterv1.MachineDeployment:
+		return ownedKey{"MachineDeployment", obj.GetName()}
+	case *clusterv1.MachineSet:
+		return ownedKey{"MachineSet", obj.GetName()}
+	}
+	return ownedKey{fmt.Sprintf("%T", obj), obj.GetName()}
+}
+
+// ownWrites remembers, by pool UID, the record and the other objects the
 // controller last wrote. Safe for concurrent use.
 type ownWrites struct {
 	mu      sync.Mutex
 	records map[types.UID]writtenRecord
-	secrets map[types.UID]map[string]writtenObject
+	objects map[types.UID]map[ownedKey]writtenObject
 }
 
 // record remembers the version of the pool's current record written.
@@ -77,24 +98,25 @@ func (v *ownWrites) record(pool *nodepoolv1.NodePool, cr *appsv1.ControllerRevis
 	v.records[pool.UID] = writtenRecord{revision: cr.Revision, resourceVersion: cr.ResourceVersion, at: time.Now()}
 }
 
-// secret remembers the version of one of the pool's Secrets written.
-func (v *ownWrites) secret(pool *nodepoolv1.NodePool, s *corev1.Secret) {
+// object remembers the version of one of the pool's objects written (a
+// Secret, its MachineDeployment or MachineSet).
+func (v *ownWrites) object(pool *nodepoolv1.NodePool, obj client.Object) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.secrets == nil {
-		v.secrets = map[types.UID]map[string]writtenObject{}
+	if v.objects == nil {
+		v.objects = map[types.UID]map[ownedKey]writtenObject{}
 	}
-	if v.secrets[pool.UID] == nil {
-		v.secrets[pool.UID] = map[string]writtenObject{}
+	if v.objects[pool.UID] == nil {
+		v.objects[pool.UID] = map[ownedKey]writtenObject{}
 	}
-	v.secrets[pool.UID][s.Name] = writtenObject{resourceVersion: s.ResourceVersion, at: time.Now()}
+	v.objects[pool.UID][keyOf(obj)] = writtenObject{resourceVersion: obj.GetResourceVersion(), at: time.Now()}
 }
 
-// deleted forgets a Secret of the pool the controller deleted.
-func (v *ownWrites) deleted(pool *nodepoolv1.NodePool, name string) {
+// deleted forgets an object of the pool the controller deleted.
+func (v *ownWrites) deleted(pool *nodepoolv1.NodePool, obj client.Object) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.secrets[pool.UID], name)
+	delete(v.objects[pool.UID], keyOf(obj))
 }
 
 // forget drops what is remembered of a pool (deleted).
@@ -102,14 +124,15 @@ func (v *ownWrites) forget(pool *nodepoolv1.NodePool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.records, pool.UID)
-	delete(v.secrets, pool.UID)
+	delete(v.objects, pool.UID)
 }
 
 // check fails with errStaleCache when the cache's current record (among
-// records), or one of the pool's Secrets (cached, by name), is older than
-// the one last written, or not there; what the cache has caught up with,
-// and what was waited for past staleCacheLimit, is forgotten.
-func (v *ownWrites) check(pool *nodepoolv1.NodePool, records []appsv1.ControllerRevision, cached func(name string) *corev1.Secret) error {
+// records), or one of the pool's other objects (cached: nil when the
+// cache has none), is older than the one last written, or not there; what
+// the cache has caught up with, and what was waited for past
+// staleCacheLimit, is forgotten.
+func (v *ownWrites) check(pool *nodepoolv1.NodePool, records []appsv1.ControllerRevision, cached func(ownedKey) client.Object) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	stale := false
@@ -125,19 +148,19 @@ func (v *ownWrites) check(pool *nodepoolv1.NodePool, records []appsv1.Controller
 			delete(v.records, pool.UID)
 		}
 	}
-	for name, w := range v.secrets[pool.UID] {
-		s := cached(name)
+	for key, w := range v.objects[pool.UID] {
+		obj := cached(key)
 		switch {
 		case time.Since(w.at) > staleCacheLimit:
-			delete(v.secrets[pool.UID], name)
-		case s == nil || olderVersion(s.ResourceVersion, w.resourceVersion):
+			delete(v.objects[pool.UID], key)
+		case obj == nil || olderVersion(obj.GetResourceVersion(), w.resourceVersion):
 			stale = true
 		default:
-			delete(v.secrets[pool.UID], name)
+			delete(v.objects[pool.UID], key)
 		}
 	}
-	if len(v.secrets[pool.UID]) == 0 {
-		delete(v.secrets, pool.UID)
+	if len(v.objects[pool.UID]) == 0 {
+		delete(v.objects, pool.UID)
 	}
 	if stale {
 		staleDecisions.Inc()

@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nodepoolv1 "nodepool.dev/nodepool/api/v1alpha1"
 	"nodepool.dev/nodepool/internal/history"
@@ -54,40 +56,47 @@ func TestAReconcileWaitsForTheRecordTheControllerWrote(t *testing.T) {
 	}
 }
 
-func noSecrets(string) *corev1.Secret { return nil }
+func noSecrets(ownedKey) client.Object { return nil }
 
-// A reconcile never decides on a token or user-data Secret older than the
-// one the controller wrote (a forced rollout's user-data, rewritten after
-// its MachineDeployment): a cache that shows an older version, or not yet
-// the Secret it created, stops it until it has caught up; a Secret the
-// controller deleted is not waited for, nor one that never shows.
-func TestAReconcileWaitsForTheSecretsTheControllerWrote(t *testing.T) {
+// A reconcile never decides on a token or user-data Secret, or a
+// MachineDeployment, older than the one the controller wrote (a forced
+// rollout's user-data, rewritten after its MachineDeployment): a cache
+// that shows an older version, or not yet the object it created, stops it
+// until it has caught up; a Secret the controller deleted is not waited
+// for, nor one that never shows.
+func TestAReconcileWaitsForTheObjectsTheControllerWrote(t *testing.T) {
 	pool := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{UID: "u1"}}
 	secret := func(name, rv string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
 	}
-	cache := func(objs ...*corev1.Secret) func(string) *corev1.Secret {
-		return func(name string) *corev1.Secret {
-			for _, s := range objs {
-				if s.Name == name {
-					return s
+	cache := func(objs ...client.Object) func(ownedKey) client.Object {
+		return func(key ownedKey) client.Object {
+			for _, o := range objs {
+				if keyOf(o) == key {
+					return o
 				}
 			}
 			return nil
 		}
 	}
+	md := func(rv string) *clusterv1.MachineDeployment {
+		return &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: "workers", ResourceVersion: rv}}
+	}
 	for _, tc := range []struct {
 		name   string
-		cached func(string) *corev1.Secret
+		cached func(ownedKey) client.Object
 		stale  bool
 	}{
 		{"the cache has not seen the new Secret", cache(secret("workers-token-a", "90")), true},
 		{"the cache has an older version of it", cache(secret("workers-token-a", "90"), secret("workers-userdata-a", "110")), true},
-		{"the cache has caught up", cache(secret("workers-token-a", "90"), secret("workers-userdata-a", "120")), false},
-		{"the cache is past it", cache(secret("workers-userdata-a", "130")), false},
+		{"the cache has caught up", cache(secret("workers-token-a", "90"), secret("workers-userdata-a", "120"), md("140")), false},
+		{"the cache is past it", cache(secret("workers-userdata-a", "130"), md("140")), false},
+		{"a Secret of its name is not the MachineDeployment", cache(secret("workers", "200"), secret("workers-userdata-a", "120")), true},
+		{"the cache has an older MachineDeployment", cache(secret("workers-userdata-a", "120"), md("130")), true},
 	} {
 		var v ownWrites
-		v.secret(pool, secret("workers-userdata-a", "120"))
+		v.object(pool, secret("workers-userdata-a", "120"))
+		v.object(pool, md("140"))
 		err := v.check(pool, nil, tc.cached)
 		if got := errors.Is(err, errStaleCache); got != tc.stale {
 			t.Errorf("%s: %v, want stale %v", tc.name, err, tc.stale)
@@ -98,20 +107,21 @@ func TestAReconcileWaitsForTheSecretsTheControllerWrote(t *testing.T) {
 	}
 
 	var v ownWrites
-	v.secret(pool, secret("workers-userdata-a", "120"))
-	v.deleted(pool, "workers-userdata-a")
+	v.object(pool, secret("workers-userdata-a", "120"))
+	v.deleted(pool, secret("workers-userdata-a", ""))
 	if err := v.check(pool, nil, noSecrets); err != nil {
 		t.Errorf("a Secret the controller deleted is waited for: %v", err)
 	}
-	v.secret(pool, secret("workers-userdata-a", "120"))
-	w := v.secrets[pool.UID]["workers-userdata-a"]
+	v.object(pool, secret("workers-userdata-a", "120"))
+	key := keyOf(secret("workers-userdata-a", ""))
+	w := v.objects[pool.UID][key]
 	w.at = time.Now().Add(-staleCacheLimit - time.Second)
-	v.secrets[pool.UID]["workers-userdata-a"] = w
+	v.objects[pool.UID][key] = w
 	if err := v.check(pool, nil, noSecrets); err != nil {
 		t.Errorf("a Secret never shown is waited for past the limit: %v", err)
 	}
 	other := &nodepoolv1.NodePool{ObjectMeta: metav1.ObjectMeta{UID: "u2"}}
-	v.secret(pool, secret("workers-userdata-a", "120"))
+	v.object(pool, secret("workers-userdata-a", "120"))
 	if err := v.check(other, nil, noSecrets); err != nil {
 		t.Errorf("another pool's write is waited for: %v", err)
 	}

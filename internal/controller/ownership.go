@@ -120,6 +120,26 @@ func deletedInUse(w *world) []string {
 	return out
 }
 
+// cached is the pool's object of key as the reconcile read it (nil when
+// it read none): a Secret, its MachineDeployment or InPlace MachineSet.
+func (w *world) cached(key ownedKey) client.Object {
+	switch key.kind {
+	case "Secret":
+		if s := w.secretByName(key.name); s != nil {
+			return s
+		}
+	case "MachineDeployment":
+		if md := w.MachineDeployment; md != nil && md.Name == key.name {
+			return md
+		}
+	case "MachineSet":
+		if ms := w.InPlaceSet; ms != nil && ms.Name == key.name {
+			return ms
+		}
+	}
+	return nil
+}
+
 // secretByName finds one of the pool's Secrets the world holds.
 func (w *world) secretByName(name string) *corev1.Secret {
 	if s, ok := w.UserData[name]; ok {
