@@ -203,7 +203,10 @@ func (p *Pool) reconcile() []error {
 	p.nodesUnread = false
 	p.looks++
 	plan := rollout.Decide(in)
-	userData := maps.Clone(p.UserData)
+	var userData map[string]rollout.UserData
+	if p.w.SecretsLag != nil {
+		userData = maps.Clone(p.UserData) // as a lagging cache would still show it
+	}
 	if p.apply(in, plan) {
 		// The controller stopped right after writing the
 		// MachineDeployment; it restarts and looks at every pool again.

@@ -102,17 +102,13 @@ func (c *laggingSecrets) List(ctx context.Context, list client.ObjectList, opts 
 	return nil
 }
 
-// A forced rollout rewrites the pool's user-data (the payload its rollout
-// now started with) after its token and MachineDeployment. The look that
-// follows can read the MachineDeployment and the token as written and the
-// user-data as it was: the controller does not decide on it (it waits
-// for its cache to show its own write), so the token keeps serving the
-// latest payload and the machine Cluster API makes boots it. Deciding on
-// it pointed the token back at the payload the machines ran, and a
-// machine made then booted it: the forced rollout was done and the drift
-// still pending.
-func TestAForcedRolloutsTokenKeepsTheLatestPayloadWhileTheCacheLagsBehindItsUserData(t *testing.T) {
-	ctx := context.Background()
+// poolWithPendingDrift runs the controller reading through a
+// laggingSecrets client (the stack's own again after the test), makes a
+// one-machine pool, and bumps the platform's proxy image: the pool
+// settled, its drift pending, and the user-data Secret its
+// MachineDeployment references.
+func poolWithPendingDrift(t *testing.T) (*laggingSecrets, *nodepoolv1.NodePool, stack.PoolState, *corev1.Secret) {
+	t.Helper()
 	lag := &laggingSecrets{}
 	if err := st.RestartControllerReadingThrough(settings, func(c client.Client) client.Client { lag.Client = c; return lag }); err != nil {
 		t.Fatal(err)
@@ -126,6 +122,7 @@ func TestAForcedRolloutsTokenKeepsTheLatestPayloadWhileTheCacheLagsBehindItsUser
 	})
 	st.WaitForPool(t, p, 30*time.Second, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
 
+	ctx := context.Background()
 	md := &clusterv1.MachineDeployment{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, md); err != nil {
 		t.Fatal(err)
@@ -134,6 +131,21 @@ func TestAForcedRolloutsTokenKeepsTheLatestPayloadWhileTheCacheLagsBehindItsUser
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: *md.Spec.Template.Spec.Bootstrap.DataSecretName}, ud); err != nil {
 		t.Fatal(err)
 	}
+	return lag, p, before, ud
+}
+
+// A forced rollout rewrites the pool's user-data (the payload its rollout
+// now started with) after its token and MachineDeployment. The look that
+// follows can read the MachineDeployment and the token as written and the
+// user-data as it was: the controller does not decide on it (it waits
+// for its cache to show its own write), so the token keeps serving the
+// latest payload and the machine Cluster API makes boots it. Deciding on
+// it pointed the token back at the payload the machines ran, and a
+// machine made then booted it: the forced rollout was done and the drift
+// still pending.
+func TestAForcedRolloutsTokenKeepsTheLatestPayloadWhileTheCacheLagsBehindItsUserData(t *testing.T) {
+	ctx := context.Background()
+	lag, p, before, ud := poolWithPendingDrift(t)
 	tokenName := secrets.TokenSecretName(p.Name, secrets.DecodeUserData(ud).RolloutHash)
 
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
@@ -197,23 +209,8 @@ func TestAForcedRolloutsTokenKeepsTheLatestPayloadWhileTheCacheLagsBehindItsUser
 // went back to the old payload.
 func TestAForcedRolloutWhoseUserDataRewriteFailedEndsOnItsPayload(t *testing.T) {
 	ctx := context.Background()
-	lag := &laggingSecrets{}
-	if err := st.RestartControllerReadingThrough(settings, func(c client.Client) client.Client { lag.Client = c; return lag }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.MustRestartController(t, settings) })
-
-	p := st.NewPool(t, "workers", 1)
-	before := st.WaitForPool(t, p, stack.RolloutTimeout, "1 ready node", stack.PoolSettled(1))
-	st.SetManagementConfig(t, func(string) string {
-		return "apiServerProxyImage: registry.example/haproxy@sha256:" + stack.FreshDigest() + "\n"
-	})
-	st.WaitForPool(t, p, 30*time.Second, "drift reported", func(s stack.PoolState) bool { return stack.IsTrue(s.Pool, nodepoolv1.ConditionConfigUpdatePending) })
-	md := &clusterv1.MachineDeployment{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Name}, md); err != nil {
-		t.Fatal(err)
-	}
-	userData := types.NamespacedName{Namespace: p.Namespace, Name: *md.Spec.Template.Spec.Bootstrap.DataSecretName}
+	lag, p, before, current := poolWithPendingDrift(t)
+	userData := client.ObjectKeyFromObject(current)
 
 	lag.refuseNextPatch(userData)
 	stack.Update(t, env.Client, p, func(p *nodepoolv1.NodePool) {
